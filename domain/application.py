@@ -1,0 +1,253 @@
+"""The application service: one method per command, nothing else.
+
+Every command loads the session, checks the caller's expected version,
+lets the aggregate validate and trigger events, and saves them in one
+atomic write.  A concurrent writer that got there first makes the save fail
+with an integrity error, which surfaces as ``StaleVersion``: nothing of the
+losing command is stored.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError
+
+from domain import errors
+from domain.session import Session
+from domain.store_config import database_url, eventsourcing_env
+
+T = TypeVar("T")
+CommitResolver = Callable[[str], "str | None"]
+
+
+class CtxStore(Application[UUID]):
+    """Event-sourced write side of ctxstore."""
+
+    name = "ctxstore"
+    snapshotting_intervals = {Session: 500}
+    env = {
+        "AGGREGATE_CACHE_MAXSIZE": "256",
+        # Commands validate before triggering events, and a failed save evicts
+        # the cached session, so copying a 10,000-node aggregate per command
+        # would buy nothing.
+        "DEEPCOPY_FROM_AGGREGATE_CACHE": "n",
+    }
+
+    def __init__(self, env: Mapping[str, str] | None = None, url: str | None = None) -> None:
+        merged: dict[str, str] = {}
+        given = dict(env or {})
+        if not (given.get("PERSISTENCE_MODULE") or os.environ.get("PERSISTENCE_MODULE")):
+            merged.update(eventsourcing_env(url or database_url()))
+        merged.update(given)
+        super().__init__(merged)
+        self._lock = threading.RLock()
+        self.commit_resolver: CommitResolver = lambda node_id: None
+
+    # ------------------------------------------------------------- plumbing
+
+    def session(self, session_id: UUID | str) -> Session:
+        try:
+            sid = session_id if isinstance(session_id, UUID) else UUID(str(session_id))
+        except ValueError:
+            raise errors.SessionNotFound(f"not a session id: {session_id!r}") from None
+        try:
+            agg = self.repository.get(sid)
+        except AggregateNotFoundError:
+            raise errors.SessionNotFound(f"unknown session {sid}", session_id=str(sid)) from None
+        if not isinstance(agg, Session):
+            raise errors.SessionNotFound(f"unknown session {sid}", session_id=str(sid))
+        return agg
+
+    def _command(
+        self, session_id: UUID | str, expected_version: int | None, fn: Callable[[Session], T]
+    ) -> tuple[T, int]:
+        with self._lock:
+            agg = self.session(session_id)
+            try:
+                agg.expect_version(expected_version)
+                result = fn(agg)
+                self._save(agg)
+            except BaseException:
+                self._evict(agg.id)
+                raise
+            return result, agg.version
+
+    def _save(self, *aggs: Session) -> None:
+        try:
+            self.save(*aggs)
+        except IntegrityError:
+            raise errors.StaleVersion(
+                "another writer changed this session first; reload and retry"
+            ) from None
+
+    def _evict(self, session_id: UUID) -> None:
+        cache = self.repository.cache
+        if cache is not None:
+            try:
+                cache.get(session_id, evict=True)
+            except KeyError:
+                pass
+
+    # ------------------------------------------------------------- commands
+
+    def start_session(
+        self,
+        title: str = "",
+        model: str = "openai:gpt-4o",
+        context_window: int | None = None,
+        at: datetime | None = None,
+    ) -> tuple[UUID, int]:
+        _check_model(model)
+        agg = Session._create(
+            Session.Started, title=title, model=model, branched_from=None,
+            context_window=context_window, timestamp=at,
+        )  # fmt: skip
+        with self._lock:
+            self._save(agg)
+        return agg.id, agg.version
+
+    def branch(
+        self, source_session: UUID | str, node_id: str, title: str | None = None,
+        at: datetime | None = None,
+    ) -> tuple[UUID, int]:  # fmt: skip
+        """A new session whose history is the source's chain up to ``node_id``."""
+        source = self.session(source_session)
+        ref = source.node(node_id)
+        agg = Session._create(
+            Session.Started,
+            title=title if title is not None else f"{source.title} (branch)",
+            model=source.model,
+            branched_from={"session_id": str(source.id), "node_id": node_id, "role": ref.role},
+            context_window=source.context_window,
+            timestamp=at,
+        )
+        with self._lock:
+            self._save(agg)
+        return agg.id, agg.version
+
+    def append_node(
+        self, session_id: UUID | str, expected_version: int | None = None, **kwargs: Any
+    ) -> tuple[str, int]:
+        return self._command(session_id, expected_version, lambda s: s.append_node(**kwargs))
+
+    def add_sibling(
+        self, session_id: UUID | str, of: str, expected_version: int | None = None,
+        **kwargs: Any,
+    ) -> tuple[str, int]:  # fmt: skip
+        return self._command(session_id, expected_version, lambda s: s.add_sibling(of, **kwargs))
+
+    def checkout(
+        self, session_id: UUID | str, node_id: str, version: int | None = None,
+        expected_version: int | None = None, at: datetime | None = None,
+    ) -> tuple[str, int]:  # fmt: skip
+        return self._command(
+            session_id, expected_version, lambda s: s.checkout(node_id, version, at)
+        )
+
+    def start_run(
+        self, session_id: UUID | str, run_id: str | None = None,
+        expected_version: int | None = None, at: datetime | None = None,
+    ) -> tuple[str, int]:  # fmt: skip
+        return self._command(session_id, expected_version, lambda s: s.start_run(run_id, at))
+
+    def finish_run(
+        self, session_id: UUID | str, status: str = "completed",
+        expected_version: int | None = None, at: datetime | None = None,
+    ) -> tuple[None, int]:  # fmt: skip
+        return self._command(session_id, expected_version, lambda s: s.finish_run(status, at))
+
+    def switch_model(
+        self, session_id: UUID | str, model: str, context_window: int | None = None,
+        expected_version: int | None = None, at: datetime | None = None,
+    ) -> tuple[None, int]:  # fmt: skip
+        _check_model(model)
+        return self._command(
+            session_id, expected_version, lambda s: s.switch_model(model, context_window, at)
+        )
+
+    def pin(
+        self, session_id: UUID | str, node_id: str, expected_version: int | None = None,
+        at: datetime | None = None,
+    ) -> tuple[None, int]:  # fmt: skip
+        return self._command(session_id, expected_version, lambda s: s.pin(node_id, at))
+
+    def unpin(
+        self, session_id: UUID | str, node_id: str, expected_version: int | None = None,
+        at: datetime | None = None,
+    ) -> tuple[None, int]:  # fmt: skip
+        return self._command(session_id, expected_version, lambda s: s.unpin(node_id, at))
+
+    def attach(
+        self, session_id: UUID | str, source_session: UUID | str,
+        source_head: str | None = None, expected_version: int | None = None,
+        at: datetime | None = None,
+    ) -> tuple[str, int]:  # fmt: skip
+        source = self.session(source_session)
+        head = source_head or source.head
+        if head is None:
+            raise errors.InvalidCommand("the source session has no nodes to attach")
+        source.node(head)
+        commit = self.commit_resolver(head)
+        return self._command(
+            session_id, expected_version,
+            lambda s: s.stage_attach(str(source.id), head, commit, at),
+        )  # fmt: skip
+
+    def merge(
+        self, session_id: UUID | str, peers: list[dict[str, str]],
+        expected_version: int | None = None, at: datetime | None = None,
+    ) -> tuple[str, int]:  # fmt: skip
+        own = str(session_id)
+        for peer in peers:
+            if peer.get("session_id", own) != own:
+                self.session(peer["session_id"]).node(peer["node_id"])
+        normalised = [
+            {"session_id": peer.get("session_id", own), "node_id": peer["node_id"]}
+            for peer in peers
+        ]
+        return self._command(session_id, expected_version, lambda s: s.merge(normalised, at))
+
+    def measure_usage(
+        self, session_id: UUID | str, expected_version: int | None = None, **kwargs: Any
+    ) -> tuple[None, int]:
+        return self._command(session_id, expected_version, lambda s: s.measure_usage(**kwargs))
+
+    def record_summary(
+        self, session_id: UUID | str, covered: list[str], text: str, summarizer: str,
+        commit: str, expected_version: int | None = None, at: datetime | None = None,
+    ) -> tuple[str, int]:  # fmt: skip
+        return self._command(
+            session_id, expected_version,
+            lambda s: s.record_summary(covered, text, summarizer, commit, at),
+        )  # fmt: skip
+
+    # --------------------------------------------------------------- queries
+
+    def session_events(self, session_id: UUID | str, gt: int | None = None, limit: int | None = None,
+               lte: int | None = None) -> list[Any]:  # fmt: skip
+        """The replay feed: a session's events in order, optionally a page of them."""
+        agg_id = self.session(session_id).id
+        return list(self.events_of(agg_id, gt=gt, lte=lte, limit=limit))
+
+    def events_of(self, agg_id: UUID, gt: int | None = None, lte: int | None = None,
+                  limit: int | None = None) -> list[Any]:  # fmt: skip
+        return list(self.event_store.get(agg_id, gt=gt, lte=lte, limit=limit))
+
+    def replay(self, session_id: UUID | str, version: int) -> Session:
+        """The session as it stood after its ``version``-th event."""
+        sid = self.session(session_id).id
+        agg = self.repository.get(sid, version=version)
+        assert isinstance(agg, Session)
+        return agg
+
+
+def _check_model(model: str) -> None:
+    if ":" not in model:
+        raise errors.InvalidCommand("model must be 'provider:model'", model=model)

@@ -1,0 +1,80 @@
+"""Domain refusals, each with a stable machine-readable code.
+
+The API maps ``DomainError.status`` straight to an HTTP status, so a refusal
+raised anywhere below the API reaches the client with the same code the
+tests assert on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DomainError(Exception):
+    """A command the domain refuses; nothing has been stored when raised."""
+
+    code: str = "domain_error"
+    status: int = 422
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class NotFound(DomainError):
+    code = "not_found"
+    status = 404
+
+
+class SessionNotFound(NotFound):
+    code = "session_not_found"
+
+
+class NodeNotFound(NotFound):
+    code = "node_not_found"
+
+
+class InvalidEdge(DomainError):
+    """Predecessor/caller missing, both given, or pointing at the wrong kind of node."""
+
+    code = "invalid_edge"
+
+
+class CycleRefused(DomainError):
+    code = "cycle"
+
+
+class DuplicateNode(DomainError):
+    code = "duplicate_node"
+    status = 409
+
+
+class AgentRunning(DomainError):
+    code = "agent_running"
+    status = 409
+
+
+class AgentNotRunning(DomainError):
+    code = "agent_not_running"
+    status = 409
+
+
+class StaleVersion(DomainError):
+    """Optimistic concurrency: the caller saw an older version of the session."""
+
+    code = "stale_version"
+    status = 409
+
+
+class InvalidCommand(DomainError):
+    code = "invalid_command"
+
+
+class MergeRefused(DomainError):
+    code = "merge_refused"
+
+
+class NothingToCompact(DomainError):
+    code = "nothing_to_compact"
+    status = 409

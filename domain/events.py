@@ -1,0 +1,178 @@
+"""The event catalogue: every change to a session is one of these.
+
+Events are immutable and append-only.  Each class carries ``class_version``
+so its stored shape can evolve: bump the version and add an
+``upcast_vN_vN+1`` static method that rewrites the stored state of the
+previous version (see ``NodeAppended``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.domain import Aggregate
+
+JSON = dict[str, Any]
+
+
+class SessionStarted(Aggregate.Created):
+    title: str
+    model: str
+    branched_from: JSON | None
+    context_window: int | None
+
+
+def _add_node(agg: Any, node_id: str, seq: int, role: str, parent: str | None, edge: str,
+              slot: str, name: str | None, digest: str) -> None:  # fmt: skip
+    agg.nodes[node_id] = {
+        "seq": seq, "role": role, "parent": parent, "edge": edge,
+        "slot": slot, "name": name, "digest": digest,
+    }  # fmt: skip
+    agg.next_seq = seq + 1
+    agg.head = node_id
+
+
+class NodeAppended(Aggregate.Event):
+    """A message or tool call joined the DAG; HEAD moves to it.
+
+    v2 added ``reads`` (nodes this one looked at, which keeps them from
+    idle clearing) and ``digest``.
+    """
+
+    class_version = 2
+
+    node_id: str
+    seq: int
+    role: str
+    name: str | None
+    input: Any
+    output: Any
+    predecessor: str | None
+    caller: str | None
+    call_id: str | None
+    reads: list[str]
+    metadata: JSON
+    sibling_of: str | None
+    version_kind: str | None
+    digest: str
+
+    @staticmethod
+    def upcast_v1_v2(state: JSON) -> None:
+        state.setdefault("reads", [])
+        state.setdefault("digest", "")
+
+    @property
+    def created_at(self) -> Any:
+        return self.timestamp
+
+    def apply(self, aggregate: Any) -> None:
+        parent = self.caller or self.predecessor
+        edge = "caller" if self.caller else ("predecessor" if self.predecessor else "root")
+        _add_node(aggregate, self.node_id, self.seq, self.role, parent, edge,
+                  self.call_id or "", self.name, self.digest)  # fmt: skip
+
+
+class HeadMoved(Aggregate.Event):
+    """Checkout: display-only, nothing is re-run or recomputed."""
+
+    node_id: str
+    previous: str | None
+
+    def apply(self, aggregate: Any) -> None:
+        aggregate.head = self.node_id
+
+
+class AgentRunStarted(Aggregate.Event):
+    run_id: str
+
+    def apply(self, aggregate: Any) -> None:
+        aggregate.running = self.run_id
+
+
+class AgentRunFinished(Aggregate.Event):
+    run_id: str
+    status: str
+
+    def apply(self, aggregate: Any) -> None:
+        aggregate.running = None
+
+
+class ModelSwitched(Aggregate.Event):
+    model: str
+    context_window: int | None
+
+    def apply(self, aggregate: Any) -> None:
+        aggregate.model = self.model
+        aggregate.context_window = self.context_window
+
+
+class NodePinned(Aggregate.Event):
+    node_id: str
+
+    def apply(self, aggregate: Any) -> None:
+        aggregate.pinned.append(self.node_id)
+
+
+class NodeUnpinned(Aggregate.Event):
+    node_id: str
+
+    def apply(self, aggregate: Any) -> None:
+        aggregate.pinned.remove(self.node_id)
+
+
+class AttachStaged(Aggregate.Event):
+    """Another session's context staged after HEAD, as a DAG node of its own."""
+
+    node_id: str
+    seq: int
+    predecessor: str | None
+    source_session: str
+    source_head: str
+    commit: str | None
+
+    def apply(self, aggregate: Any) -> None:
+        edge = "predecessor" if self.predecessor else "root"
+        _add_node(aggregate, self.node_id, self.seq, "attach", self.predecessor, edge,
+                  "", None, f"attach:{self.source_session}:{self.source_head}")  # fmt: skip
+
+
+class MergeStarted(Aggregate.Event):
+    merge_id: str
+    peers: list[JSON]
+    base: JSON
+
+
+class MergeCompleted(Aggregate.Event):
+    """The merge node: the only kind of node whose commit has several parents."""
+
+    merge_id: str
+    node_id: str
+    seq: int
+    predecessor: str
+    peers: list[JSON]
+    base: JSON
+
+    def apply(self, aggregate: Any) -> None:
+        _add_node(aggregate, self.node_id, self.seq, "merge", self.predecessor,
+                  "predecessor", "", None, f"merge:{self.merge_id}")  # fmt: skip
+
+
+class UsageMeasured(Aggregate.Event):
+    """What the provider reported for one request (never a sum over a turn)."""
+
+    request_id: str
+    head_node: str
+    input_tokens: int
+    cache_read: int
+    output_tokens: int
+    provider: str
+
+
+class SummaryRecorded(Aggregate.Event):
+    """An LLM's (or the extractive summarizer's) answer, frozen into the log."""
+
+    summary_id: str
+    covered: list[str]
+    text: str
+    summarizer: str
+    commit: str

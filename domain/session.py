@@ -1,0 +1,390 @@
+"""The Session aggregate: the only write model of ctxstore.
+
+A session's events are the single source of truth.  The aggregate keeps just
+enough state to validate commands (which nodes exist, their edges, the head,
+whether an agent run is active); node content lives only in the events and
+in the projections built from them.  Every command validates *before* it
+triggers an event, so replaying the log can never fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from eventsourcing.domain import Aggregate
+
+from domain import errors
+from domain.events import (
+    AgentRunFinished,
+    AgentRunStarted,
+    AttachStaged,
+    HeadMoved,
+    MergeCompleted,
+    MergeStarted,
+    ModelSwitched,
+    NodeAppended,
+    NodePinned,
+    NodeUnpinned,
+    SessionStarted,
+    SummaryRecorded,
+    UsageMeasured,
+)
+from domain.nodes import CONVERSATION_ROLES, ROLES, NodeRef
+
+JSON = dict[str, Any]
+
+
+def content_digest(role: str, name: str | None, input: Any, output: Any) -> str:
+    """Digest that decides retry (same content) versus edit (different)."""
+    blob = json.dumps([role, name, input, output], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class Session(Aggregate):
+    """One conversation: an append-only DAG of nodes plus its HEAD."""
+
+    Started = SessionStarted
+
+    def __init__(
+        self,
+        title: str,
+        model: str,
+        branched_from: JSON | None = None,
+        context_window: int | None = None,
+    ) -> None:
+        self.title = title
+        self.model = model
+        self.context_window = context_window
+        self.branched_from = branched_from
+        self.nodes: dict[str, JSON] = {}
+        self.next_seq = 1
+        self.head: str | None = branched_from["node_id"] if branched_from else None
+        self.running: str | None = None
+        self.pinned: list[str] = []
+
+    # ----------------------------------------------------------------- queries
+
+    def node(self, node_id: str) -> NodeRef:
+        raw = self.nodes.get(node_id)
+        if raw is None:
+            if self.branched_from and node_id == self.branched_from["node_id"]:
+                return NodeRef.branch_point(node_id, self.branched_from.get("role", "assistant"))
+            raise errors.NodeNotFound(f"unknown node {node_id!r}", node_id=node_id)
+        return NodeRef.from_json(node_id, raw)
+
+    def knows(self, node_id: str) -> bool:
+        if node_id in self.nodes:
+            return True
+        return bool(self.branched_from and node_id == self.branched_from["node_id"])
+
+    def siblings(self, node_id: str) -> list[str]:
+        """Versions of a node: same parent and same slot, in seq order."""
+        ref = self.node(node_id)
+        if ref.external:
+            return [node_id]
+        return [
+            nid
+            for nid, raw in self.nodes.items()
+            if raw["parent"] == ref.parent and raw["slot"] == ref.slot
+        ]
+
+    # ---------------------------------------------------------------- commands
+
+    def expect_version(self, expected: int | None) -> None:
+        if expected is not None and expected != self.version:
+            raise errors.StaleVersion(
+                f"session is at version {self.version}, not {expected}",
+                expected=expected,
+                actual=self.version,
+            )
+
+    def append_node(
+        self,
+        role: str,
+        *,
+        node_id: str | None = None,
+        name: str | None = None,
+        input: Any = None,
+        output: Any = None,
+        predecessor: str | None = None,
+        caller: str | None = None,
+        call_id: str | None = None,
+        reads: list[str] | None = None,
+        metadata: JSON | None = None,
+        at: datetime | None = None,
+        sibling_of: str | None = None,
+        version_kind: str | None = None,
+    ) -> str:
+        if role not in ROLES:
+            raise errors.InvalidCommand(f"role must be one of {sorted(ROLES)}", role=role)
+        node_id = node_id or str(uuid.uuid4())
+        if self.knows(node_id):
+            raise errors.DuplicateNode(f"node {node_id!r} already exists", node_id=node_id)
+        predecessor, caller = self._resolve_edge(role, predecessor, caller)
+        if node_id in (predecessor, caller):
+            raise errors.CycleRefused("a node cannot be its own parent", node_id=node_id)
+        for read in reads or []:
+            if not self.knows(read):
+                raise errors.NodeNotFound(f"read of unknown node {read!r}", node_id=read)
+        self.trigger_event(
+            NodeAppended,
+            node_id=node_id,
+            seq=self.next_seq,
+            role=role,
+            name=name,
+            input=input,
+            output=output,
+            predecessor=predecessor,
+            caller=caller,
+            call_id=(call_id or node_id) if role == "tool" else None,
+            reads=list(reads or []),
+            metadata=dict(metadata or {}),
+            sibling_of=sibling_of,
+            version_kind=version_kind,
+            digest=content_digest(role, name, input, output),
+            timestamp=at,
+        )
+        return node_id
+
+    def _resolve_edge(
+        self, role: str, predecessor: str | None, caller: str | None
+    ) -> tuple[str | None, str | None]:
+        if predecessor is not None and caller is not None:
+            raise errors.InvalidEdge("give predecessor or caller, not both")
+        if role == "tool":
+            if predecessor is not None:
+                raise errors.InvalidEdge("a tool node hangs off its caller, not a predecessor")
+            caller = caller or self._default_caller()
+            if self.node(caller).role != "assistant":
+                raise errors.InvalidEdge("a tool node's caller must be an assistant node")
+            return None, caller
+        if caller is not None:
+            raise errors.InvalidEdge("only tool nodes have a caller")
+        if predecessor is None:
+            if self.head is None:
+                return None, None
+            return self.head, None
+        self.node(predecessor)
+        return predecessor, None
+
+    def _default_caller(self) -> str:
+        if self.head is None:
+            raise errors.InvalidEdge("a tool node needs an assistant caller")
+        ref = self.node(self.head)
+        if ref.role == "assistant":
+            return ref.node_id
+        if ref.role == "tool" and ref.parent:
+            return ref.parent
+        raise errors.InvalidEdge("a tool node needs an assistant caller")
+
+    def add_sibling(
+        self,
+        of: str,
+        *,
+        input: Any = None,
+        output: Any = None,
+        name: str | None = None,
+        node_id: str | None = None,
+        metadata: JSON | None = None,
+        at: datetime | None = None,
+    ) -> str:
+        """Retry (same content) or edit (different content) as a sibling version."""
+        self._refuse_while_running("retry or edit")
+        ref = self.node(of)
+        if ref.external:
+            raise errors.InvalidCommand("retry the branch point in its own session", node_id=of)
+        name = name if name is not None else ref.name
+        kind = "retry" if content_digest(ref.role, name, input, output) == ref.digest else "edit"
+        edge = {"caller": ref.parent} if ref.edge == "caller" else {"predecessor": ref.parent}
+        if ref.parent is None:
+            return self._append_root_sibling(ref, kind, input, output, name, node_id, metadata, at)
+        return self.append_node(
+            ref.role,
+            node_id=node_id,
+            name=name,
+            input=input,
+            output=output,
+            call_id=ref.slot if ref.edge == "caller" else None,
+            metadata=metadata,
+            at=at,
+            sibling_of=of,
+            version_kind=kind,
+            **edge,
+        )
+
+    def _append_root_sibling(
+        self,
+        ref: NodeRef,
+        kind: str,
+        input: Any,
+        output: Any,
+        name: str | None,
+        node_id: str | None,
+        metadata: JSON | None,
+        at: datetime | None,
+    ) -> str:
+        """A second root: append_node would default the predecessor to HEAD."""
+        node_id = node_id or str(uuid.uuid4())
+        if self.knows(node_id):
+            raise errors.DuplicateNode(f"node {node_id!r} already exists", node_id=node_id)
+        self.trigger_event(
+            NodeAppended,
+            node_id=node_id, seq=self.next_seq, role=ref.role, name=name,
+            input=input, output=output, predecessor=None, caller=None, call_id=None,
+            reads=[], metadata=dict(metadata or {}), sibling_of=ref.node_id,
+            version_kind=kind, digest=content_digest(ref.role, name, input, output),
+            timestamp=at,
+        )  # fmt: skip
+        return node_id
+
+    def checkout(self, node_id: str, version: int | None = None, at: datetime | None = None) -> str:
+        """Move HEAD (display only).  ``version`` picks the N-th sibling, 1-based."""
+        target = node_id
+        if version is not None:
+            versions = self.siblings(node_id)
+            if not 1 <= version <= len(versions):
+                raise errors.InvalidCommand(
+                    f"version must be within 1..{len(versions)}", versions=len(versions)
+                )
+            target = versions[version - 1]
+        self.node(target)
+        self.trigger_event(HeadMoved, node_id=target, previous=self.head, timestamp=at)
+        return target
+
+    def start_run(self, run_id: str | None = None, at: datetime | None = None) -> str:
+        if self.running:
+            raise errors.AgentRunning("an agent run is already active", run_id=self.running)
+        run_id = run_id or str(uuid.uuid4())
+        self.trigger_event(AgentRunStarted, run_id=run_id, timestamp=at)
+        return run_id
+
+    def finish_run(self, status: str = "completed", at: datetime | None = None) -> None:
+        if not self.running:
+            raise errors.AgentNotRunning("no agent run is active")
+        self.trigger_event(AgentRunFinished, run_id=self.running, status=status, timestamp=at)
+
+    def switch_model(
+        self, model: str, context_window: int | None = None, at: datetime | None = None
+    ) -> None:
+        if ":" not in model:
+            raise errors.InvalidCommand("model must be 'provider:model'", model=model)
+        self.trigger_event(ModelSwitched, model=model, context_window=context_window, timestamp=at)
+
+    def pin(self, node_id: str, at: datetime | None = None) -> None:
+        self.node(node_id)
+        if node_id not in self.pinned:
+            self.trigger_event(NodePinned, node_id=node_id, timestamp=at)
+
+    def unpin(self, node_id: str, at: datetime | None = None) -> None:
+        self.node(node_id)
+        if node_id in self.pinned:
+            self.trigger_event(NodeUnpinned, node_id=node_id, timestamp=at)
+
+    def stage_attach(
+        self,
+        source_session: str,
+        source_head: str,
+        commit: str | None,
+        at: datetime | None = None,
+    ) -> str:
+        """Stage another branch's context as a node after HEAD."""
+        if source_session == str(self.id):
+            raise errors.InvalidCommand("attach a different session; use merge within one")
+        node_id = str(uuid.uuid4())
+        self.trigger_event(
+            AttachStaged,
+            node_id=node_id,
+            seq=self.next_seq,
+            predecessor=self.head,
+            source_session=source_session,
+            source_head=source_head,
+            commit=commit,
+            timestamp=at,
+        )
+        return node_id
+
+    def merge(self, peers: list[JSON], at: datetime | None = None) -> str:
+        """Merge peer heads into HEAD; HEAD's own block is the locked base peer."""
+        self._refuse_while_running("merge")
+        if self.head is None:
+            raise errors.MergeRefused("nothing to merge into: the session is empty")
+        if not peers:
+            raise errors.MergeRefused("merge needs at least one peer head")
+        for peer in peers:
+            if peer["session_id"] == str(self.id) and not self.knows(peer["node_id"]):
+                raise errors.NodeNotFound("unknown peer head", node_id=peer["node_id"])
+            if peer["session_id"] == str(self.id) and peer["node_id"] == self.head:
+                raise errors.MergeRefused("a head cannot merge with itself")
+        merge_id = str(uuid.uuid4())
+        base = {"session_id": str(self.id), "node_id": self.head}
+        self.trigger_event(MergeStarted, merge_id=merge_id, peers=peers, base=base, timestamp=at)
+        node_id = str(uuid.uuid4())
+        self.trigger_event(
+            MergeCompleted,
+            merge_id=merge_id,
+            node_id=node_id,
+            seq=self.next_seq,
+            predecessor=self.head,
+            peers=peers,
+            base=base,
+            timestamp=at,
+        )
+        return node_id
+
+    def measure_usage(
+        self,
+        request_id: str,
+        input_tokens: int,
+        cache_read: int = 0,
+        output_tokens: int = 0,
+        provider: str | None = None,
+        head_node: str | None = None,
+        at: datetime | None = None,
+    ) -> None:
+        head_node = head_node or self.head
+        if head_node is None:
+            raise errors.InvalidCommand("usage needs a head node")
+        self.node(head_node)
+        if min(input_tokens, cache_read, output_tokens) < 0:
+            raise errors.InvalidCommand("token counts cannot be negative")
+        self.trigger_event(
+            UsageMeasured,
+            request_id=request_id,
+            head_node=head_node,
+            input_tokens=input_tokens,
+            cache_read=cache_read,
+            output_tokens=output_tokens,
+            provider=provider or self.model.split(":", 1)[0],
+            timestamp=at,
+        )
+
+    def record_summary(
+        self,
+        covered: list[str],
+        text: str,
+        summarizer: str,
+        commit: str,
+        at: datetime | None = None,
+    ) -> str:
+        if not covered:
+            raise errors.InvalidCommand("a summary must cover at least one item")
+        summary_id = f"summary:{uuid.uuid4()}"
+        self.trigger_event(
+            SummaryRecorded,
+            summary_id=summary_id,
+            covered=list(covered),
+            text=text,
+            summarizer=summarizer,
+            commit=commit,
+            timestamp=at,
+        )
+        return summary_id
+
+    def _refuse_while_running(self, what: str) -> None:
+        if self.running:
+            raise errors.AgentRunning(f"cannot {what} while an agent run is active",
+                                      run_id=self.running)  # fmt: skip

@@ -1,0 +1,49 @@
+"""Local token estimate with tiktoken, loaded only from a local cache.
+
+These machines cannot download BPE files, so the encoding must come from
+``TIKTOKEN_CACHE_DIR`` (or ``CTXSTORE_TIKTOKEN_CACHE_DIR``).  When neither
+yields an encoding we fail loudly with the fix, rather than hanging on a
+download or silently estimating with a different scheme.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+ENCODING = os.environ.get("CTXSTORE_ENCODING", "o200k_base")
+
+
+class TokenizerUnavailable(RuntimeError):
+    pass
+
+
+@functools.lru_cache(maxsize=1)
+def _encoder() -> object:
+    own = os.environ.get("CTXSTORE_TIKTOKEN_CACHE_DIR")
+    if own and not os.environ.get("TIKTOKEN_CACHE_DIR"):
+        os.environ["TIKTOKEN_CACHE_DIR"] = own
+    try:
+        import tiktoken
+
+        return tiktoken.get_encoding(ENCODING)
+    except Exception as exc:  # network errors, missing files, bad hashes
+        raise TokenizerUnavailable(
+            f"could not load the tiktoken encoding {ENCODING!r} ({exc.__class__.__name__}: "
+            f"{exc}). Set TIKTOKEN_CACHE_DIR to a folder holding the encoding files, "
+            "e.g. export TIKTOKEN_CACHE_DIR=../shared/tiktoken"
+        ) from exc
+
+
+@functools.lru_cache(maxsize=65_536)
+def count_tokens(text: str) -> int:
+    """Tokens in ``text``; deterministic for a given encoding file."""
+    if not text:
+        return 0
+    enc = _encoder()
+    return len(enc.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
+
+
+def check_tokenizer() -> None:
+    """Fail at start-up, not at the first request."""
+    _encoder()
