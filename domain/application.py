@@ -238,7 +238,7 @@ class CtxStore(Application[UUID]):
 
     def events_of(self, agg_id: UUID, gt: int | None = None, lte: int | None = None,
                   limit: int | None = None) -> list[Any]:  # fmt: skip
-        return list(self.event_store.get(agg_id, gt=gt, lte=lte, limit=limit))
+        return list(self.events.get(agg_id, gt=gt, lte=lte, limit=limit))
 
     def replay(self, session_id: UUID | str, version: int) -> Session:
         """The session as it stood after its ``version``-th event."""
