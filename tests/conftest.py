@@ -1,0 +1,68 @@
+"""Shared fixtures: every store-backed test runs on SQLite and on PostgreSQL.
+
+PostgreSQL tests create a fresh database per test and drop it afterwards,
+over a real connection (never a mock).  ``CTXSTORE_TEST_STORES`` narrows the
+stores (``sqlite``, ``postgres`` or both, comma-separated; default both).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_shared = ROOT.parent / "shared" / "tiktoken"
+if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared.is_dir():
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(_shared)
+
+PG_ADMIN_URL = os.environ.get("CTXSTORE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+STORES = [s.strip() for s in os.environ.get("CTXSTORE_TEST_STORES", "sqlite,postgres").split(",") if s.strip()]
+
+
+def _pg_conninfo(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+def create_pg_database() -> str:
+    import psycopg
+
+    name = f"ctxstore_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(_pg_conninfo(PG_ADMIN_URL), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_pg_database(url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(_pg_conninfo(PG_ADMIN_URL), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=STORES)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database URL for an empty store of each kind."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ctxstore.db'}"
+        return
+    url = create_pg_database()
+    try:
+        yield url
+    finally:
+        drop_pg_database(url)
+
+
+@pytest.fixture
+def app(store_url: str) -> Iterator[object]:
+    from domain.application import CtxStore
+
+    application = CtxStore(url=store_url)
+    try:
+        yield application
+    finally:
+        application.close()
