@@ -1,0 +1,217 @@
+"""Summarizers: turn a run of commit items into one summary text.
+
+A summarizer is called only when a compaction is *recorded*; its answer is
+frozen into a ``SummaryRecorded`` event, so replaying the log never calls it
+again.  ``ExtractiveSummarizer`` is the offline, deterministic default;
+``OpenAICompatibleSummarizer`` asks any server that speaks the OpenAI
+``/chat/completions`` protocol.  ``summarizer_from_env`` picks one from
+``CTXSTORE_SUMMARIZER*`` variables.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+Items = list[dict[str, Any]]
+
+DEFAULT_MAX_CHARS = 1200
+MAX_LINE_CHARS = 160  # one item never crowds out the others
+ROLE_ORDER = {"user": 0, "assistant": 1, "tool": 2}
+
+
+class SummarizerError(RuntimeError):
+    """The summarizer could not produce a summary (unreachable, bad answer, ...)."""
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Anything with a ``name`` and ``summarize(items) -> str``.
+
+    ``items`` are commit items (dicts with at least ``role``, ``name`` and
+    ``rendered``).  ``name`` is recorded with the summary, so it should say
+    which summarizer and, for an LLM, which model wrote it.
+    """
+
+    name: str
+
+    def summarize(self, items: Items) -> str: ...
+
+
+def _first_line(text: Any) -> str:
+    """The first non-empty line of ``text``, whitespace collapsed."""
+    for line in str(text or "").splitlines():
+        line = " ".join(line.split())
+        if line:
+            return line
+    return ""
+
+
+def _first_sentence(text: Any) -> str:
+    """The first sentence of the first non-empty line."""
+    line = _first_line(text)
+    for i, ch in enumerate(line):
+        if ch in ".!?" and (i + 1 == len(line) or line[i + 1] == " "):
+            return line[: i + 1]
+    return line
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+class ExtractiveSummarizer:
+    """Deterministic, offline: the gist of each item, one line each.
+
+    User and assistant items contribute their first sentence, tool items
+    ``name: first line of the result``; other items (system, summaries,
+    markers) their first line.  The first line of the answer says what it
+    covers; the whole answer is capped at ``max_chars``.
+    """
+
+    name = "extractive"
+
+    def __init__(self, max_chars: int = DEFAULT_MAX_CHARS) -> None:
+        if max_chars < 40:
+            raise ValueError("max_chars must be at least 40")
+        self.max_chars = max_chars
+
+    def summarize(self, items: Items) -> str:
+        counts: dict[str, int] = {}
+        lines: list[str] = []
+        for item in items:
+            role = str(item.get("role") or "item")
+            counts[role] = counts.get(role, 0) + 1
+            rendered = item.get("rendered")
+            if role == "tool":
+                line = _first_line(rendered)
+                tool = str(item.get("name") or "tool")
+                gist = f"{tool}: {line}" if line else tool
+            elif role in ("user", "assistant"):
+                gist = _first_sentence(rendered)
+            else:
+                gist = _first_line(rendered)
+            if gist:
+                lines.append(f"- {role}: {_clip(gist)}")
+        order = sorted(counts, key=lambda r: (ROLE_ORDER.get(r, len(ROLE_ORDER)), r))
+        parts = ", ".join(f"{counts[role]} {role}" for role in order)
+        header = f"Summary of {_plural(len(items), 'item')}" + (f": {parts}." if parts else ".")
+        return _cap([header, *lines], self.max_chars)
+
+
+def _cap(lines: list[str], max_chars: int) -> str:
+    """Join whole lines up to ``max_chars``; say how many were left out."""
+    text = "\n".join(lines)
+    if len(text) <= max_chars:
+        return text
+    kept = [lines[0]]
+    for i, line in enumerate(lines[1:], start=1):
+        marker = f"\n[... {len(lines) - i - 1} more]"
+        if len("\n".join([*kept, line])) + len(marker) > max_chars:
+            break
+        kept.append(line)
+    return ("\n".join(kept) + f"\n[... {len(lines) - len(kept)} more]")[:max_chars]
+
+
+def _clip(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+SYSTEM_PROMPT = (
+    "You compress part of an AI agent's conversation so the agent can keep working "
+    "with less context. Write a concise, factual summary of the transcript you are "
+    "given: decisions, facts learned, tool results that matter, open questions. "
+    "Do not invent anything. Answer with the summary only."
+)
+
+
+def transcript(items: Items) -> str:
+    """The items as a plain-text transcript for an LLM."""
+    lines = []
+    for item in items:
+        role = str(item.get("role") or "item")
+        label = f"{role} {item['name']}" if role == "tool" and item.get("name") else role
+        lines.append(f"[{label}]\n{item.get('rendered') or ''}")
+    return "\n\n".join(lines)
+
+
+class OpenAICompatibleSummarizer:
+    """Summaries from any OpenAI-compatible ``/chat/completions`` endpoint."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 30,
+        max_tokens: int = 400,
+    ) -> None:
+        if not base_url:
+            raise ValueError("base_url is required")
+        if not model:
+            raise ValueError("model is required")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        self.max_tokens = max_tokens
+        self.name = f"openai:{model}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def request_body(self, items: Items) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "temperature": 0,
+            "max_tokens": self.max_tokens,
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": transcript(items)},
+            ],
+        }
+
+    def summarize(self, items: Items) -> str:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            response = httpx.post(
+                self.url, json=self.request_body(items), headers=headers, timeout=self.timeout
+            )
+        except httpx.HTTPError as exc:
+            raise SummarizerError(f"summarizer request to {self.url} failed: {exc}") from exc
+        if response.status_code != 200:
+            raise SummarizerError(
+                f"summarizer answered {response.status_code}: {response.text[:200]}"
+            )
+        try:
+            content = response.json()["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise SummarizerError("summarizer answer has no choices[0].message.content") from exc
+        if not isinstance(content, str) or not content.strip():
+            raise SummarizerError("summarizer returned an empty summary")
+        return content.strip()
+
+
+def summarizer_from_env(env: Mapping[str, str] | None = None) -> Summarizer:
+    """``CTXSTORE_SUMMARIZER=extractive`` (default) or ``openai`` with
+    ``CTXSTORE_SUMMARIZER_URL``, ``CTXSTORE_SUMMARIZER_MODEL`` and optionally
+    ``CTXSTORE_SUMMARIZER_API_KEY``."""
+    env = os.environ if env is None else env
+    kind = (env.get("CTXSTORE_SUMMARIZER") or "extractive").strip().lower()
+    if kind == "extractive":
+        return ExtractiveSummarizer()
+    if kind == "openai":
+        url = env.get("CTXSTORE_SUMMARIZER_URL", "").strip()
+        model = env.get("CTXSTORE_SUMMARIZER_MODEL", "").strip()
+        if not url or not model:
+            raise ValueError(
+                "CTXSTORE_SUMMARIZER=openai needs CTXSTORE_SUMMARIZER_URL and "
+                "CTXSTORE_SUMMARIZER_MODEL"
+            )
+        api_key = env.get("CTXSTORE_SUMMARIZER_API_KEY") or None
+        return OpenAICompatibleSummarizer(url, model, api_key)
+    raise ValueError(f"CTXSTORE_SUMMARIZER must be 'extractive' or 'openai', not {kind!r}")

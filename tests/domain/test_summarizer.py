@@ -1,0 +1,246 @@
+"""Summarizers: the extractive default, and the OpenAI adapter against a real
+loopback HTTP server (a tiny Starlette app under uvicorn, not a mock)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from domain.summarizer import (
+    ExtractiveSummarizer,
+    OpenAICompatibleSummarizer,
+    Summarizer,
+    SummarizerError,
+    summarizer_from_env,
+)
+
+ITEMS: list[dict[str, Any]] = [
+    {"role": "user", "name": None, "rendered": "Fix the failing test. It is in test_api.py."},
+    {"role": "assistant", "name": None, "rendered": "\n  I will read the file first!  Then fix."},
+    {"role": "tool", "name": "read_file", "rendered": "def test_api():\n    assert 1 == 2"},
+    {"role": "tool", "name": "run_tests", "rendered": ""},
+    {"role": "assistant", "name": None, "rendered": "The assertion was wrong"},
+]
+
+
+# ------------------------------------------------------------------ extractive
+
+
+def test_extractive_is_a_summarizer_and_deterministic() -> None:
+    s = ExtractiveSummarizer()
+    assert isinstance(s, Summarizer)
+    assert s.name == "extractive"
+    assert s.summarize(ITEMS) == s.summarize([dict(i) for i in ITEMS])
+
+
+def test_extractive_takes_the_gist_of_each_item() -> None:
+    text = ExtractiveSummarizer().summarize(ITEMS)
+    lines = text.splitlines()
+    assert lines[0] == "Summary of 5 items: 1 user, 2 assistant, 2 tool."
+    assert lines[1:] == [
+        "- user: Fix the failing test.",
+        "- assistant: I will read the file first!",
+        "- tool: read_file: def test_api():",
+        "- tool: run_tests",
+        "- assistant: The assertion was wrong",
+    ]
+
+
+def test_extractive_handles_missing_fields_and_other_roles() -> None:
+    text = ExtractiveSummarizer().summarize(
+        [{"role": "system", "rendered": "You are helpful.\nBe brief."}, {"rendered": None}]
+    )
+    assert text.splitlines() == [
+        "Summary of 2 items: 1 item, 1 system.",
+        "- system: You are helpful.",
+    ]
+    assert ExtractiveSummarizer().summarize([]) == "Summary of 0 items."
+
+
+def test_extractive_caps_length_and_says_what_it_left_out() -> None:
+    items = [{"role": "user", "rendered": f"message {i} " + "x" * 300} for i in range(50)]
+    text = ExtractiveSummarizer().summarize(items)
+    assert len(text) <= 1200
+    assert text.startswith("Summary of 50 items: 50 user.")
+    last = text.splitlines()[-1]
+    assert last.startswith("[... ") and last.endswith(" more]")
+    shown = sum(1 for line in text.splitlines() if line.startswith("- user:"))
+    assert shown + int(last.split()[1]) == 50
+    # one huge item is clipped rather than crowding out the rest
+    assert all(len(line) <= 170 for line in text.splitlines())
+
+
+def test_extractive_custom_cap() -> None:
+    items = [{"role": "assistant", "rendered": f"Answer number {i}."} for i in range(20)]
+    text = ExtractiveSummarizer(max_chars=120).summarize(items)
+    assert len(text) <= 120
+    with pytest.raises(ValueError):
+        ExtractiveSummarizer(max_chars=10)
+
+
+# ------------------------------------------------------------ loopback server
+
+
+class FakeProvider:
+    """A real HTTP server speaking a sliver of the OpenAI protocol."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.mode = "ok"
+        app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def chat(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append({"body": body, "auth": request.headers.get("authorization")})
+        if self.mode == "error":
+            return PlainTextResponse("upstream exploded", status_code=500)
+        if self.mode == "garbage":
+            return JSONResponse({"choices": []})
+        if self.mode == "slow":
+            await asyncio.sleep(1)
+        user = body["messages"][-1]["content"]
+        message = {"role": "assistant", "content": f"  SUMMARY({len(user)})\n"}
+        return JSONResponse({"choices": [{"message": message}]})
+
+    def __enter__(self) -> FakeProvider:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("loopback server did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[FakeProvider]:
+    with FakeProvider() as p:
+        yield p
+
+
+@pytest.fixture(autouse=True)
+def _reset(request: pytest.FixtureRequest) -> None:
+    if "provider" in request.fixturenames:
+        p = request.getfixturevalue("provider")
+        p.requests.clear()
+        p.mode = "ok"
+
+
+def test_openai_posts_chat_completions(provider: FakeProvider) -> None:
+    s = OpenAICompatibleSummarizer(provider.base_url + "/", "tiny-model", api_key="sk-test")
+    assert isinstance(s, Summarizer)
+    assert s.name == "openai:tiny-model"
+    text = s.summarize(ITEMS)
+    assert text.startswith("SUMMARY(") and text == text.strip()
+    [req] = provider.requests
+    assert req["auth"] == "Bearer sk-test"
+    body = req["body"]
+    assert body["model"] == "tiny-model"
+    assert body["temperature"] == 0
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    transcript = body["messages"][1]["content"]
+    assert "[tool read_file]\ndef test_api():" in transcript
+    assert transcript.index("Fix the failing test") < transcript.index("The assertion was wrong")
+    assert text == f"SUMMARY({len(transcript)})"
+
+
+def test_openai_without_api_key_sends_no_auth(provider: FakeProvider) -> None:
+    OpenAICompatibleSummarizer(provider.base_url, "m").summarize(ITEMS[:1])
+    assert provider.requests[0]["auth"] is None
+
+
+def test_openai_upstream_error_is_a_summarizer_error(provider: FakeProvider) -> None:
+    provider.mode = "error"
+    with pytest.raises(SummarizerError, match="500"):
+        OpenAICompatibleSummarizer(provider.base_url, "m").summarize(ITEMS)
+
+
+def test_openai_answer_without_content_is_a_summarizer_error(provider: FakeProvider) -> None:
+    provider.mode = "garbage"
+    with pytest.raises(SummarizerError, match="choices"):
+        OpenAICompatibleSummarizer(provider.base_url, "m").summarize(ITEMS)
+
+
+def test_openai_timeout_is_a_summarizer_error(provider: FakeProvider) -> None:
+    provider.mode = "slow"
+    with pytest.raises(SummarizerError, match="failed"):
+        OpenAICompatibleSummarizer(provider.base_url, "m", timeout=0.2).summarize(ITEMS)
+
+
+def test_openai_unreachable_is_a_summarizer_error() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    s = OpenAICompatibleSummarizer(f"http://127.0.0.1:{port}", "m", timeout=2)
+    with pytest.raises(SummarizerError):
+        s.summarize(ITEMS)
+
+
+def test_openai_requires_url_and_model() -> None:
+    with pytest.raises(ValueError):
+        OpenAICompatibleSummarizer("", "m")
+    with pytest.raises(ValueError):
+        OpenAICompatibleSummarizer("http://127.0.0.1:1", "")
+
+
+# ------------------------------------------------------------------ from env
+
+
+def test_from_env_defaults_to_extractive() -> None:
+    assert isinstance(summarizer_from_env({}), ExtractiveSummarizer)
+    assert isinstance(summarizer_from_env({"CTXSTORE_SUMMARIZER": "Extractive"}),
+                      ExtractiveSummarizer)  # fmt: skip
+
+
+def test_from_env_openai(provider: FakeProvider) -> None:
+    s = summarizer_from_env(
+        {
+            "CTXSTORE_SUMMARIZER": "openai",
+            "CTXSTORE_SUMMARIZER_URL": provider.base_url,
+            "CTXSTORE_SUMMARIZER_MODEL": "env-model",
+            "CTXSTORE_SUMMARIZER_API_KEY": "sk-env",
+        }
+    )
+    assert isinstance(s, OpenAICompatibleSummarizer)
+    assert s.name == "openai:env-model"
+    assert s.summarize(ITEMS).startswith("SUMMARY(")
+    assert provider.requests[0]["auth"] == "Bearer sk-env"
+    assert json.dumps(provider.requests[0]["body"])  # a plain JSON body
+
+
+def test_from_env_rejects_bad_configuration() -> None:
+    with pytest.raises(ValueError, match="URL"):
+        summarizer_from_env({"CTXSTORE_SUMMARIZER": "openai", "CTXSTORE_SUMMARIZER_MODEL": "m"})
+    with pytest.raises(ValueError, match="extractive"):
+        summarizer_from_env({"CTXSTORE_SUMMARIZER": "magic"})
