@@ -230,8 +230,10 @@ class CtxStore(Application[UUID]):
 
     # --------------------------------------------------------------- queries
 
-    def session_events(self, session_id: UUID | str, gt: int | None = None, limit: int | None = None,
-               lte: int | None = None) -> list[Any]:  # fmt: skip
+    def session_events(
+        self, session_id: UUID | str, gt: int | None = None, limit: int | None = None,
+        lte: int | None = None,
+    ) -> list[Any]:  # fmt: skip
         """The replay feed: a session's events in order, optionally a page of them."""
         agg_id = self.session(session_id).id
         return list(self.events_of(agg_id, gt=gt, lte=lte, limit=limit))

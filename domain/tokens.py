@@ -47,3 +47,16 @@ def count_tokens(text: str) -> int:
 def check_tokenizer() -> None:
     """Fail at start-up, not at the first request."""
     _encoder()
+
+
+MESSAGE_OVERHEAD = 4  # role and framing tokens a provider adds per message
+
+
+def item_tokens(rendered: str, call: str | None = None, name: str | None = None) -> int:
+    """The local estimate of one item as the model is fed it."""
+    return (
+        MESSAGE_OVERHEAD
+        + count_tokens(rendered)
+        + (count_tokens(call) if call else 0)
+        + (count_tokens(name) if name else 0)
+    )

@@ -1,0 +1,105 @@
+"""ContextCommit items: what the model is fed under a head, with reasons.
+
+An item is the projection of one node (or a summary, or an attach marker).
+``state`` only ever tightens along ``STATE_ORDER``; summaries are their own
+state and exist only in projections, never as nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+STATE_ORDER = {"full": 0, "aged": 1, "cleared": 2, "summarized": 3}
+STATES = ("full", "aged", "cleared", "summarized", "summary")
+ORD_STEP = 1024  # gaps between item positions so a summary can sit before its run
+
+
+def tightens(before: str, after: str) -> bool:
+    """True when ``after`` is the same as or tighter than ``before``."""
+    if before == "summary" or after == "summary":
+        return before == after
+    return STATE_ORDER[after] >= STATE_ORDER[before]
+
+
+@dataclass(slots=True)
+class Item:
+    item_id: str
+    source_node_id: str | None
+    role: str  # user | assistant | tool | system | summary | marker
+    state: str
+    rendered: str  # message text, or a tool's result as the model sees it
+    tokens: int
+    ord: int
+    touched_at: float  # epoch seconds; the idle clock restarts when a node reads it
+    name: str | None = None
+    call: str | None = None  # a tool's arguments as the model sees them
+    has_result: bool = True
+    is_error: bool = False
+    locked: bool = False
+    base_locked: bool = False  # locked for good: the base peer's block of a merge
+    reason: str | None = None
+    merged_into: str | None = None
+    is_anchor: bool = False
+    attached_from: str | None = None
+    truncated: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Item:
+        return cls(**raw)
+
+    def copy(self) -> Item:
+        return Item(**asdict(self))
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One audit row: which rule changed which item, and the measured inputs."""
+
+    item_id: str
+    source_node_id: str | None
+    from_state: str
+    to_state: str
+    rule: str
+    inputs: str
+
+
+@dataclass(frozen=True)
+class ContextCommit:
+    """An immutable snapshot of what the model is fed under ``head_node_id``."""
+
+    id: str
+    session_id: str
+    parent_ids: tuple[str, ...]
+    head_node_id: str
+    rules_version: str
+    total_tokens: int
+    event_id: str
+    event_seq: int
+    created_at: float
+    items: tuple[Item, ...]
+    summary_request: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "parent_ids": list(self.parent_ids),
+            "head_node_id": self.head_node_id,
+            "rules_version": self.rules_version,
+            "total_tokens": self.total_tokens,
+            "event_id": self.event_id,
+            "event_seq": self.event_seq,
+            "created_at": self.created_at,
+            "summary_request": self.summary_request,
+            "items": [item.to_json() for item in self.items],
+        }
+
+    def counts(self) -> dict[str, int]:
+        out = {state: 0 for state in STATES}
+        for item in self.items:
+            out[item.state] += 1
+        return out

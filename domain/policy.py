@@ -1,0 +1,57 @@
+"""Every constant the context rules use, in one place.
+
+A ``Policy`` is data: the rules read it, never module globals, so a test or
+an operator can override any constant and the resulting commits say which
+rules made them through ``rules_version`` (a digest of the policy).
+Override with ``CTXSTORE_POLICY='{"tail_turns": 5}'`` (JSON).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Policy:
+    tail_turns: int = 3
+    args_cap: int = 200
+    result_cap: int = 4_000
+    protected_tools: tuple[str, ...] = ("todo_create", "todo_update", "todo_list", "web_search")
+    idle_minutes: float = 60.0
+    compact_at: float = 0.80
+    emergency_at: float = 0.95
+    summary_target: float = 0.50
+    output_reserve_fraction: float = 0.125
+    output_reserve_max: int = 16_384
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rules_version(self) -> str:
+        blob = json.dumps(asdict(self), sort_keys=True)
+        return "r1-" + hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Policy:
+        raw = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        unknown = set(raw) - known
+        if unknown:
+            raise ValueError(f"unknown policy keys: {sorted(unknown)}")
+        if "protected_tools" in raw:
+            raw["protected_tools"] = tuple(raw["protected_tools"])
+        return replace(cls(), **raw)
+
+    @classmethod
+    def from_env(cls) -> Policy:
+        text = os.environ.get("CTXSTORE_POLICY")
+        return cls.from_json(text) if text else cls()
+
+
+DEFAULT_POLICY = Policy()

@@ -1,0 +1,36 @@
+"""Per-item cap: a huge tool result is cut at head and tail, even in the tail window.
+
+Keeping both ends preserves the command echo at the top and the verdict at
+the bottom (exit codes, test summaries), which is what agents read.
+"""
+
+from __future__ import annotations
+
+from domain.context import Item
+from domain.policy import Policy
+from domain.tokens import item_tokens
+
+
+def cut_middle(text: str, cap: int) -> tuple[str, int]:
+    """``text`` cut to about ``cap`` chars, and how many chars were cut."""
+    if len(text) <= cap:
+        return text, 0
+    cut = len(text) - cap
+    head = cap // 2
+    tail = cap - head
+    marker = f"\n[… {cut} chars cut by ctxstore …]\n"
+    return text[:head] + marker + text[len(text) - tail :], cut
+
+
+def cap_item(item: Item, policy: Policy) -> str | None:
+    """Cap a new tool item's result in place; the audit inputs if it was cut."""
+    if item.role != "tool" or item.locked:
+        return None
+    original = len(item.rendered)
+    text, cut = cut_middle(item.rendered, policy.result_cap)
+    if not cut:
+        return None
+    item.rendered = text
+    item.truncated = True
+    item.tokens = item_tokens(item.rendered, item.call, item.name)
+    return f"result {original} chars > cap {policy.result_cap}; cut {cut}"

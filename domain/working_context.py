@@ -1,0 +1,184 @@
+"""The mutable state a commit is built in, derived entirely from its items.
+
+Rules run incrementally against this structure: the tail boundary, the idle
+heap and the token total are indexes over the items, never extra facts.  So
+a working context rebuilt from a stored commit's items behaves exactly like
+the one kept in memory, which is what makes rebuilds byte-identical whether
+or not a cache was warm.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from dataclasses import dataclass, field
+
+from domain.context import ORD_STEP, STATES, Item, Transition, tightens
+from domain.policy import Policy
+
+
+@dataclass
+class WorkingContext:
+    policy: Policy
+    items: dict[str, Item] = field(default_factory=dict)
+    order: list[int] = field(default_factory=list)  # sorted ords
+    by_ord: dict[int, str] = field(default_factory=dict)
+    assistant_ords: list[int] = field(default_factory=list)
+    idle_heap: list[tuple[float, str]] = field(default_factory=list)
+    total_tokens: int = 0
+    system_tokens: int = 0
+    aged_upto: int = -1  # tool items at or before this ord were considered by tool aging
+    first_user: str | None = None
+    pin_locked: set[str] = field(default_factory=set)
+    tool_names: dict[str, int] = field(default_factory=dict)
+    attached: set[str] = field(default_factory=set)  # attach sources already expanded
+    transitions: list[Transition] = field(default_factory=list)
+    changed: set[str] = field(default_factory=set)
+    removed: set[str] = field(default_factory=set)
+
+    @classmethod
+    def from_items(cls, policy: Policy, items: list[Item]) -> WorkingContext:
+        ctx = cls(policy)
+        for item in sorted(items, key=lambda i: i.ord):
+            ctx._index(item)
+        boundary = ctx.tail_boundary()
+        ctx.aged_upto = boundary if boundary is not None else -1
+        return ctx
+
+    # ----------------------------------------------------------- indexing
+
+    def _index(self, item: Item) -> None:
+        self.items[item.item_id] = item
+        self.by_ord[item.ord] = item.item_id
+        if not self.order or item.ord > self.order[-1]:
+            self.order.append(item.ord)
+        else:
+            bisect.insort(self.order, item.ord)
+        if item.role == "assistant" and item.state != "summarized":
+            bisect.insort(self.assistant_ords, item.ord)
+        if item.state == "aged" and not item.locked:
+            heapq.heappush(self.idle_heap, (item.touched_at, item.item_id))
+        if item.state != "summarized":
+            self.total_tokens += item.tokens
+            if item.role == "system":
+                self.system_tokens += item.tokens
+        if item.role == "user" and item.attached_from is None:
+            first = self.items.get(self.first_user) if self.first_user else None
+            if first is None or item.ord < first.ord:
+                self.first_user = item.item_id
+        if item.locked and not item.base_locked:
+            self.pin_locked.add(item.item_id)
+        if item.role == "tool":
+            name = item.name or "tool"
+            self.tool_names[name] = self.tool_names.get(name, 0) + 1
+        if item.attached_from:
+            self.attached.add(item.attached_from)
+
+    def next_ord(self) -> int:
+        return (self.order[-1] // ORD_STEP + 1) * ORD_STEP if self.order else ORD_STEP
+
+    def add(self, item: Item) -> None:
+        if item.item_id in self.items:
+            raise ValueError(f"duplicate item {item.item_id}")
+        self._index(item)
+        self.changed.add(item.item_id)
+
+    def remove(self, item_id: str) -> None:
+        """Drop an item a newer tool retry superseded (not a state change)."""
+        item = self.items.pop(item_id)
+        self.order.remove(item.ord)
+        del self.by_ord[item.ord]
+        if item.ord in self.assistant_ords:
+            self.assistant_ords.remove(item.ord)
+        if item.state != "summarized":
+            self.total_tokens -= item.tokens
+            if item.role == "system":
+                self.system_tokens -= item.tokens
+        if item.role == "tool":
+            name = item.name or "tool"
+            self.tool_names[name] -= 1
+            if not self.tool_names[name]:
+                del self.tool_names[name]
+        self.pin_locked.discard(item_id)
+        if self.first_user == item_id:
+            users = [i for i in self.ordered() if i.role == "user" and i.attached_from is None]
+            self.first_user = users[0].item_id if users else None
+        self.changed.discard(item_id)
+        self.removed.add(item_id)
+
+    def counts(self) -> dict[str, int]:
+        out = {state: 0 for state in STATES}
+        for item in self.items.values():
+            out[item.state] += 1
+        return out
+
+    def in_order(self, lo: int | None = None, hi: int | None = None) -> list[Item]:
+        """Items with lo < ord < hi, in order."""
+        start = 0 if lo is None else bisect.bisect_right(self.order, lo)
+        stop = len(self.order) if hi is None else bisect.bisect_left(self.order, hi)
+        return [self.items[self.by_ord[o]] for o in self.order[start:stop]]
+
+    def ordered(self) -> list[Item]:
+        return [self.items[self.by_ord[o]] for o in self.order]
+
+    # ------------------------------------------------------------ changes
+
+    def tail_boundary(self) -> int | None:
+        """Ord of the (tail+1)-th last assistant turn: tool items before it are old."""
+        tail = self.policy.tail_turns
+        if len(self.assistant_ords) <= tail:
+            return None
+        return self.assistant_ords[-(tail + 1)]
+
+    def turns_after(self, ord_: int) -> int:
+        return len(self.assistant_ords) - bisect.bisect_right(self.assistant_ords, ord_)
+
+    def retoken(self, item: Item, tokens: int) -> None:
+        if item.state != "summarized":
+            self.total_tokens += tokens - item.tokens
+            if item.role == "system":
+                self.system_tokens += tokens - item.tokens
+        item.tokens = tokens
+        self.changed.add(item.item_id)
+
+    def set_state(self, item: Item, to_state: str, rule: str, inputs: str) -> None:
+        """The one way an item's state changes: tighten-only, audited."""
+        if item.locked:
+            raise AssertionError(f"rule {rule} tried to change locked item {item.item_id}")
+        if not tightens(item.state, to_state):
+            raise AssertionError(f"{rule}: {item.state} -> {to_state} would loosen")
+        before = item.state
+        if to_state == "summarized":
+            self.total_tokens -= item.tokens
+            if item.role == "system":
+                self.system_tokens -= item.tokens
+            if item.role == "assistant" and item.ord in self.assistant_ords:
+                self.assistant_ords.remove(item.ord)
+        item.state = to_state
+        item.reason = inputs
+        if to_state == "aged":
+            heapq.heappush(self.idle_heap, (item.touched_at, item.item_id))
+        self.audit(item, before, to_state, rule, inputs)
+
+    def audit(self, item: Item, before: str, after: str, rule: str, inputs: str) -> None:
+        self.changed.add(item.item_id)
+        self.transitions.append(
+            Transition(item.item_id, item.source_node_id, before, after, rule, inputs)
+        )
+
+    def touch(self, item: Item, at: float) -> None:
+        if at > item.touched_at:
+            item.touched_at = at
+            self.changed.add(item.item_id)
+            if item.state == "aged":
+                heapq.heappush(self.idle_heap, (at, item.item_id))
+
+    def set_locked(self, item: Item, locked: bool) -> None:
+        item.locked = locked or item.base_locked
+        if item.locked and not item.base_locked:
+            self.pin_locked.add(item.item_id)
+        else:
+            self.pin_locked.discard(item.item_id)
+        self.changed.add(item.item_id)
+        if item.state == "aged" and not item.locked:
+            heapq.heappush(self.idle_heap, (item.touched_at, item.item_id))

@@ -1,0 +1,82 @@
+"""Attach and merge: bringing another head's items into a commit.
+
+An attach copies the source commit's visible items once per source (the
+dedup key is ``session:head``), between open and close markers, so the
+model can tell staged context from its own conversation.  A merge adds the
+peers' items that the base does not already hold and locks the base peer's
+block, which is the only way a commit gets several parents.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from domain.context import Item
+from domain.tokens import item_tokens
+from domain.working_context import WorkingContext
+from projections.records import NodeRow
+
+if TYPE_CHECKING:
+    from projections.projector import Projector
+
+
+def _marker(node: NodeRow, suffix: str, text: str, key: str, at: float, ord_: int) -> Item:
+    return Item(
+        item_id=f"{node.node_id}:{suffix}", source_node_id=node.node_id, role="marker",
+        state="full", rendered=text, tokens=item_tokens(text), ord=ord_, touched_at=at,
+        attached_from=key,
+    )  # fmt: skip
+
+
+def _copy(item: Item, item_id: str, ord_: int, attached_from: str | None) -> Item:
+    copy = item.copy()
+    copy.item_id = item_id
+    copy.ord = ord_
+    copy.attached_from = attached_from
+    copy.locked = False
+    copy.base_locked = False
+    copy.is_anchor = False
+    if copy.merged_into:
+        copy.merged_into = f"{item_id.rsplit(':', 1)[0]}:{copy.merged_into}"
+    return copy
+
+
+def expand_attach(projector: Projector, ctx: WorkingContext, node: NodeRow) -> None:
+    source = node.meta["source_session"]
+    head = node.meta["source_head"]
+    key = f"{source}:{head}"
+    if key in ctx.attached:
+        return  # this source is already staged under this head: expand once
+    commit_id = node.meta.get("commit")
+    if commit_id not in projector.commits:
+        commit_id = projector.latest_commit.get(head)
+    at = node.created_at
+    if commit_id is None:
+        text = f"[Attached context from session {source} at {head} could not be loaded]"
+        ctx.add(Item(
+            item_id=f"{node.node_id}:fallback", source_node_id=node.node_id, role="user",
+            state="full", rendered=text, tokens=item_tokens(text), ord=ctx.next_ord(),
+            touched_at=at, attached_from=key,
+        ))  # fmt: skip
+        return
+    ctx.add(_marker(node, "open", f"[Attached context from session {source}, head {head}]",
+                    key, at, ctx.next_ord()))  # fmt: skip
+    for item in projector.items_of(commit_id):
+        if item.state == "summarized" or item.role == "marker":
+            continue
+        ctx.add(_copy(item, f"{node.node_id}:{item.item_id}", ctx.next_ord(), key))
+    ctx.add(_marker(node, "close", "[End of attached context]", key, at, ctx.next_ord()))
+
+
+def merge_peers(projector: Projector, ctx: WorkingContext, peer_commits: list[str]) -> None:
+    for item in ctx.ordered():
+        if not item.base_locked:
+            item.base_locked = True
+            ctx.set_locked(item, True)
+    for commit_id in peer_commits:
+        for item in projector.items_of(commit_id):
+            if item.item_id in ctx.items:
+                continue
+            peer = _copy(item, item.item_id, ctx.next_ord(), item.attached_from)
+            peer.merged_into = item.merged_into
+            ctx.add(peer)

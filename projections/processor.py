@@ -1,0 +1,86 @@
+"""Follows the event store's notification log into the projection tables.
+
+eventsourcing's SQLite recorder cannot ``subscribe`` (it raises
+NotImplementedError), so instead of its threaded ``ProjectionRunner`` we pull
+pages from the notification log ourselves, with the same guarantee its
+tracking recorders give: the rows of a page and the new tracking position
+commit in one transaction.  Any number of processes may run this; the
+tracking row lock makes them take turns, and each one first reads the rows
+the others wrote since its own position.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from domain.application import CtxStore
+from domain.policy import Policy
+from projections import tables as t
+from projections.projector import Projector, meta_of
+from projections.records import NodeRow, Outbox, SessionRow
+from projections.store import ProjectionStore
+
+PAGE = 500
+
+
+class Processor:
+    def __init__(self, app: CtxStore, store: ProjectionStore, policy: Policy) -> None:
+        self.app = app
+        self.store = store
+        history = store.record_policy(policy)
+        self.starts = [start for start, _ in history]
+        self.policies = [p for _, p in history]
+        self.projector: Projector | None = None
+
+    def policy_at(self, notification_id: int) -> Policy:
+        index = bisect.bisect_right(self.starts, notification_id) - 1
+        return self.policies[max(index, 0)]
+
+    def catch_up(self, page: int = PAGE) -> int:
+        total = 0
+        try:
+            while True:
+                with self.store.batch() as (conn, position):
+                    projector = self._synced(conn, position)
+                    notes = self.app.recorder.select_notifications(start=position + 1, limit=page)
+                    if not notes:
+                        break
+                    projector.load_rows = lambda cp: self.store.commit_rows(cp, conn)
+                    for note in notes:
+                        projector.apply(self.app.mapper.to_domain_event(note), note.id)
+                    self.store.write(conn, projector.outbox, projector.position)
+                projector.outbox = Outbox()
+                projector.pending.clear()
+                total += len(notes)
+                if len(notes) < page:
+                    break
+        except BaseException:
+            self.projector = None  # memory may be ahead of what committed: rebuild it
+            raise
+        return total
+
+    def _synced(self, conn: Any, position: int) -> Projector:
+        projector = self.projector
+        if projector is None or projector.position > position:
+            projector = Projector(self.policy_at, lambda cp: [])
+            projector.position = 0
+        if projector.position < position:
+            self._load(projector, conn)
+            projector.position = position
+        self.projector = projector
+        return projector
+
+    def _load(self, projector: Projector, conn: Any) -> None:
+        """Bring the indexes up to date with rows other processes wrote."""
+        since = projector.position
+        for row in self.store.rows_after(t.sessions, since, conn):
+            session = SessionRow.from_row(row)
+            projector.dag.sessions[session.session_id] = session
+        for row in self.store.rows_after(t.nodes, since, conn):
+            if row.node_id not in projector.dag.nodes:
+                projector.dag.add(NodeRow.from_row(row))
+        for row in self.store.rows_after(t.commits, since, conn):
+            raw = dict(row._mapping)
+            projector.commits[raw["commit_id"]] = meta_of(raw)
+            projector.latest_commit[raw["head_node_id"]] = raw["commit_id"]

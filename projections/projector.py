@@ -1,0 +1,296 @@
+"""The projection step: one domain event in, rows out.
+
+``Projector.apply`` folds events into in-memory indexes and an ``Outbox`` of
+rows; the caller writes the outbox and the tracking position in one
+transaction.  Nothing here reads a clock or a database directly: stored
+commits come in through ``load_rows`` (a port), so the same code runs live,
+in a worker process, and in a rebuild.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from domain import events as ev
+from domain.context import Item
+from domain.policy import Policy
+from domain.working_context import WorkingContext
+from projections.context_commit import build, items_from_rows
+from projections.dag_index import DagIndex
+from projections.expansion import expand_attach, merge_peers
+from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow
+
+RowLoader = Callable[[str], list[dict[str, Any]]]
+CACHE_SIZE = 16
+
+
+class Projector:
+    def __init__(self, policy_at: Callable[[int], Policy], load_rows: RowLoader) -> None:
+        self.policy_at = policy_at
+        self.load_rows = load_rows
+        self.dag = DagIndex()
+        self.latest_commit: dict[str, str] = {}  # node id -> newest commit with that head
+        self.commits: dict[str, CommitMeta] = {}
+        self.contexts: OrderedDict[str, WorkingContext] = OrderedDict()
+        self.pending: dict[str, dict[str, Any]] = {}  # commit rows not yet written
+        self.outbox = Outbox()
+        self.position = 0
+
+    # ------------------------------------------------------------ contexts
+
+    def rows_for(self, checkpoint_id: str) -> list[dict[str, Any]]:
+        rows = {r["commit_id"]: r for r in self.load_rows(checkpoint_id)}
+        for row in self.pending.values():
+            if row["checkpoint_id"] == checkpoint_id:
+                rows[row["commit_id"]] = row
+        return list(rows.values())
+
+    def items_of(self, commit_id: str) -> list[Item]:
+        """A commit's items as copies, leaving any warm context untouched."""
+        ctx = self.contexts.get(commit_id)
+        if ctx is not None:
+            return [item.copy() for item in ctx.ordered()]
+        meta = self.commits[commit_id]
+        return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id)
+
+    def take(self, commit_id: str | None, policy: Policy) -> WorkingContext:
+        """The working context of ``commit_id`` to build on (taken from the cache)."""
+        if commit_id is None:
+            return WorkingContext(policy)
+        ctx = self.contexts.pop(commit_id, None)
+        if ctx is None:
+            ctx = WorkingContext.from_items(policy, self.items_of(commit_id))
+        ctx.policy = policy
+        return ctx
+
+    def _keep(self, commit_id: str, ctx: WorkingContext) -> None:
+        self.contexts[commit_id] = ctx
+        while len(self.contexts) > CACHE_SIZE:
+            self.contexts.popitem(last=False)
+
+    # --------------------------------------------------------------- apply
+
+    def apply(self, event: Any, notification_id: int) -> None:
+        info = EventInfo(
+            session_id=str(event.originator_id),
+            event_id=f"{event.originator_id}:{event.originator_version}",
+            seq=event.originator_version,
+            at=event.timestamp.timestamp(),
+            notification_id=notification_id,
+        )
+        if isinstance(event, ev.SessionStarted):
+            self._started(event, info)
+        else:
+            session = self.dag.sessions[info.session_id]
+            session.version = info.seq
+            session.notification_id = notification_id
+            self._changed(session)
+            handler = HANDLERS.get(type(event).__name__)
+            if handler is not None:
+                handler(self, event, info, session)
+        self.position = notification_id
+
+    def _changed(self, session: SessionRow) -> None:
+        if session.session_id not in self.outbox.new_sessions:
+            self.outbox.changed_sessions[session.session_id] = session
+
+    def _started(self, event: Any, info: EventInfo) -> None:
+        branched = event.branched_from
+        session = SessionRow(
+            info.session_id, event.title, event.model, event.context_window,
+            branched["node_id"] if branched else None, None, [],
+            {"session_id": branched["session_id"], "node_id": branched["node_id"]}
+            if branched else None,
+            info.seq, info.at, info.notification_id, info.notification_id,
+        )  # fmt: skip
+        self.dag.sessions[info.session_id] = session
+        self.outbox.new_sessions[info.session_id] = session
+
+    def _node(self, info: EventInfo, session: SessionRow, **fields: Any) -> NodeRow:
+        node = NodeRow(session_id=info.session_id, created_at=info.at, event_id=info.event_id,
+                       notification_id=info.notification_id, **fields)  # fmt: skip
+        self.dag.add(node)
+        self.outbox.nodes.append(node.to_row())
+        session.head = node.node_id
+        session.graph_position = info.notification_id
+        return node
+
+    def on_node(self, event: Any, info: EventInfo, session: SessionRow) -> None:
+        parent = event.caller or event.predecessor
+        node = self._node(
+            info, session, node_id=event.node_id, seq=event.seq, role=event.role,
+            name=event.name, input=event.input, output=event.output, parent=parent,
+            edge="caller" if event.caller else ("predecessor" if parent else "root"),
+            call_id=event.call_id, reads=list(event.reads), meta=dict(event.metadata),
+            sibling_of=event.sibling_of, version_kind=event.version_kind,
+        )  # fmt: skip
+        self.commit_node(node, info, session)
+
+    def on_attach(self, event: Any, info: EventInfo, session: SessionRow) -> None:
+        meta = {"source_session": event.source_session, "source_head": event.source_head,
+                "commit": event.commit}  # fmt: skip
+        node = self._node(
+            info, session, node_id=event.node_id, seq=event.seq, role="attach", name=None,
+            input=None, output=None, parent=event.predecessor,
+            edge="predecessor" if event.predecessor else "root", call_id=None, reads=[],
+            meta=meta, sibling_of=None, version_kind=None,
+        )  # fmt: skip
+        self.commit_node(node, info, session, extra=lambda ctx: expand_attach(self, ctx, node))
+
+    def on_merge(self, event: Any, info: EventInfo, session: SessionRow) -> None:
+        meta = {"merge_id": event.merge_id, "peers": event.peers, "base": event.base}
+        node = self._node(
+            info, session, node_id=event.node_id, seq=event.seq, role="merge", name=None,
+            input=None, output=None, parent=event.predecessor, edge="predecessor",
+            call_id=None, reads=[], meta=meta, sibling_of=None, version_kind=None,
+        )  # fmt: skip
+        peer_commits = [
+            self.latest_commit[p["node_id"]] for p in event.peers
+            if p["node_id"] in self.latest_commit
+        ]  # fmt: skip
+        self.commit_node(node, info, session, extra_parents=peer_commits,
+                         extra=lambda ctx: merge_peers(self, ctx, peer_commits))  # fmt: skip
+
+    def commit_node(
+        self, node: NodeRow, info: EventInfo, session: SessionRow,
+        extra: Callable[[WorkingContext], None] | None = None,
+        extra_parents: list[str] | None = None,
+    ) -> None:  # fmt: skip
+        """Choose the base commit for a new head node, then build on it."""
+        prev = self.dag.previous(node)
+        fast = (
+            prev is not None
+            and node.sibling_of is None
+            and prev.node_id in self.latest_commit
+            and (node.parent == prev.node_id
+                 or (prev.role == "tool" and prev.parent == node.parent))
+        )  # fmt: skip
+        removes: list[str] = []
+        if fast:
+            assert prev is not None
+            base_id: str | None = self.latest_commit[prev.node_id]
+            new_nodes = [node]
+        else:
+            base_id = self.latest_commit.get(node.parent) if node.parent else None
+            new_nodes, removes = self._diff(node, base_id)
+        self._build(session, node.node_id, base_id, info, new_nodes, removes, extra,
+                    extra_parents or [])  # fmt: skip
+
+    def _diff(self, node: NodeRow, base_id: str | None) -> tuple[list[NodeRow], list[str]]:
+        """What is new under ``node`` relative to the base, and what a retry superseded."""
+        visible = self.dag.visible(node)
+        wanted = {n.node_id for n in visible}
+        present: set[str] = set()
+        removes: list[str] = []
+        if base_id is not None:
+            for item in self.items_of(base_id):
+                if item.source_node_id is None or item.attached_from:
+                    continue
+                present.add(item.item_id)
+                src = self.dag.nodes.get(item.source_node_id)
+                if src is not None and src.role == "tool" and item.item_id not in wanted:
+                    removes.append(item.item_id)  # a newer version of this call is visible
+        return [n for n in visible if n.node_id not in present], removes
+
+    def recommit_head(self, info: EventInfo, session: SessionRow,
+                      extra: Callable[[WorkingContext], None] | None = None,
+                      head: str | None = None) -> None:  # fmt: skip
+        head = head or session.head
+        if head is None or head not in self.latest_commit:
+            return
+        self._build(session, head, self.latest_commit[head], info, [], [], extra, [])
+
+    def _build(self, session: SessionRow, head: str, base_id: str | None, info: EventInfo,
+               new_nodes: list[NodeRow], removes: list[str],
+               extra: Callable[[WorkingContext], None] | None,
+               extra_parents: list[str]) -> None:  # fmt: skip
+        policy = self.policy_at(info.notification_id)
+        ctx = self.take(base_id, policy)
+        base = self.commits.get(base_id) if base_id else None
+        built = build(
+            ctx, session=session, head=head,
+            parent_ids=([base_id] if base_id else []) + extra_parents,
+            base_checkpoint=(base.checkpoint_id, base.delta_count) if base else None,
+            event=info, new_nodes=new_nodes, removes=removes, extra=extra,
+        )  # fmt: skip
+        row = built.row
+        self.pending[row["commit_id"]] = row
+        self.outbox.commits.append(row)
+        self.outbox.transitions.extend(
+            dict(t, ordinal=len(self.outbox.transitions) + i)
+            for i, t in enumerate(built.transitions)
+        )
+        self.commits[row["commit_id"]] = meta_of(row)
+        self.latest_commit[head] = row["commit_id"]
+        self._keep(row["commit_id"], built.ctx)
+
+    # --------------------------------------------------------- other events
+
+    def on_head_moved(self, event: Any, info: EventInfo, session: SessionRow) -> None:
+        session.head = event.node_id
+        session.graph_position = info.notification_id
+
+    def on_run(self, event: Any, info: EventInfo, session: SessionRow) -> None:
+        session.running = event.run_id if isinstance(event, ev.AgentRunStarted) else None
+
+    def on_model(self, event: Any, info: EventInfo, session: SessionRow) -> None:
+        session.model = event.model
+        session.context_window = event.context_window
+        session.graph_position = info.notification_id
+        self.recommit_head(info, session)
+
+    def on_pin(self, event: Any, info: EventInfo, session: SessionRow) -> None:
+        if isinstance(event, ev.NodePinned):
+            session.pinned = sorted(set(session.pinned) | {event.node_id})
+        else:
+            session.pinned = sorted(set(session.pinned) - {event.node_id})
+        self.recommit_head(info, session)
+
+    def on_usage(self, event: Any, info: EventInfo, session: SessionRow) -> None:
+        self.outbox.usage.append({
+            "notification_id": info.notification_id, "session_id": info.session_id,
+            "request_id": event.request_id, "head_node": event.head_node,
+            "input_tokens": event.input_tokens, "cache_read": event.cache_read,
+            "output_tokens": event.output_tokens, "provider": event.provider,
+            "event_seq": info.seq,
+        })  # fmt: skip
+
+    def on_summary(self, event: Any, info: EventInfo, session: SessionRow) -> None:
+        from domain.rules.summarize import fold_summary
+
+        target = self.commits.get(event.commit)
+        head = target.head_node_id if target else session.head
+        session.graph_position = info.notification_id
+
+        def fold(ctx: WorkingContext) -> None:
+            fold_summary(ctx, event.summary_id, list(event.covered), event.text, event.summarizer)
+
+        self.recommit_head(info, session, extra=fold, head=head)
+
+
+def meta_of(row: dict[str, Any]) -> CommitMeta:
+    return CommitMeta(
+        row["commit_id"], row["session_id"], json.loads(row["parent_ids"]),
+        row["head_node_id"], row["checkpoint_id"], row["delta_count"],
+        row["notification_id"],
+        json.loads(row["summary_request"]) if row["summary_request"] else None,
+        row["total_tokens"],
+    )  # fmt: skip
+
+
+HANDLERS: dict[str, Callable[[Projector, Any, EventInfo, SessionRow], None]] = {
+    "NodeAppended": Projector.on_node,
+    "HeadMoved": Projector.on_head_moved,
+    "AgentRunStarted": Projector.on_run,
+    "AgentRunFinished": Projector.on_run,
+    "ModelSwitched": Projector.on_model,
+    "NodePinned": Projector.on_pin,
+    "NodeUnpinned": Projector.on_pin,
+    "AttachStaged": Projector.on_attach,
+    "MergeCompleted": Projector.on_merge,
+    "UsageMeasured": Projector.on_usage,
+    "SummaryRecorded": Projector.on_summary,
+}

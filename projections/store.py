@@ -1,0 +1,146 @@
+"""Thin SQL writer and loader for the projection tables.
+
+One transaction per batch writes the rows a batch produced together with
+the tracking position, so a crash either keeps the whole batch (and its
+position) or none of it: no event is lost or applied twice.  Concurrent
+processors are serialised on the tracking row (``FOR UPDATE`` on
+PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, insert, select, update
+
+from domain.policy import Policy
+from domain.store_config import sqlalchemy_url
+from projections import tables as t
+from projections.records import Outbox
+
+APPLICATION = "ctxstore"
+
+
+def make_engine(url: str) -> Engine:
+    sa_url = sqlalchemy_url(url)
+    if sa_url.startswith("sqlite"):
+        engine = create_engine(sa_url, connect_args={"timeout": 30, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _connect(dbapi_conn: Any, _: Any) -> None:
+            dbapi_conn.isolation_level = None  # let us issue BEGIN IMMEDIATE ourselves
+            dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            dbapi_conn.execute("PRAGMA synchronous=NORMAL")
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    return create_engine(sa_url, pool_size=5, max_overflow=5, pool_pre_ping=True)
+
+
+class ProjectionStore:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self.is_sqlite = self.engine.dialect.name == "sqlite"
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def batch(self) -> Iterator[tuple[Connection, int]]:
+        """A write transaction holding the tracking lock; yields the stored position."""
+        with self.engine.begin() as conn:
+            query = select(t.tracking.c.notification_id).where(
+                t.tracking.c.application_name == APPLICATION
+            )
+            if not self.is_sqlite:
+                query = query.with_for_update()
+            position = conn.execute(query).scalar()
+            if position is None:
+                conn.execute(insert(t.tracking).values(application_name=APPLICATION,
+                                                       notification_id=0))  # fmt: skip
+                position = 0
+            yield conn, int(position)
+
+    def position(self) -> int:
+        with self.engine.connect() as conn:
+            value = conn.execute(
+                select(t.tracking.c.notification_id).where(
+                    t.tracking.c.application_name == APPLICATION
+                )
+            ).scalar()
+        return int(value or 0)
+
+    def write(self, conn: Connection, outbox: Outbox, position: int) -> None:
+        if outbox.nodes:
+            conn.execute(insert(t.nodes), outbox.nodes)
+        if outbox.new_sessions:
+            conn.execute(insert(t.sessions), [s.to_row() for s in outbox.new_sessions.values()])
+        for session in outbox.changed_sessions.values():
+            row = session.to_row()
+            sid = row.pop("session_id")
+            conn.execute(update(t.sessions).where(t.sessions.c.session_id == sid).values(**row))
+        if outbox.commits:
+            conn.execute(insert(t.commits), outbox.commits)
+        if outbox.transitions:
+            conn.execute(insert(t.transitions), outbox.transitions)
+        if outbox.usage:
+            conn.execute(insert(t.usage), outbox.usage)
+        conn.execute(
+            update(t.tracking)
+            .where(t.tracking.c.application_name == APPLICATION)
+            .values(notification_id=position)
+        )
+
+    def commit_rows(
+        self, checkpoint_id: str, conn: Connection | None = None
+    ) -> list[dict[str, Any]]:
+        query = select(
+            t.commits.c.commit_id, t.commits.c.parent_ids, t.commits.c.is_checkpoint,
+            t.commits.c.items, t.commits.c.checkpoint_id,
+        ).where(t.commits.c.checkpoint_id == checkpoint_id)  # fmt: skip
+        if conn is not None:
+            return [dict(r._mapping) for r in conn.execute(query)]
+        with self.engine.connect() as own:
+            return [dict(r._mapping) for r in own.execute(query)]
+
+    # ----------------------------------------------------------- rules history
+
+    def policy_history(self) -> list[tuple[int, Policy]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(t.rules).order_by(t.rules.c.from_position)).all()
+        return [(r.from_position, Policy.from_json(r.policy)) for r in rows]
+
+    def record_policy(self, policy: Policy) -> list[tuple[int, Policy]]:
+        """Make ``policy`` the rules from the next event on (history is kept)."""
+        history = self.policy_history()
+        if history and history[-1][1].rules_version == policy.rules_version:
+            return history
+        with self.batch() as (conn, position):
+            start = position + 1
+            conn.execute(t.rules.delete().where(t.rules.c.from_position == start))
+            conn.execute(insert(t.rules).values(from_position=start,
+                                                rules_version=policy.rules_version,
+                                                policy=policy.to_json()))  # fmt: skip
+        return self.policy_history()
+
+    # ------------------------------------------------------------- sync reads
+
+    def rows_after(self, table: Any, position: int, conn: Connection) -> list[Any]:
+        query = select(table).where(table.c.notification_id > position)
+        return list(conn.execute(query.order_by(table.c.notification_id)))
+
+    def truncate(self) -> None:
+        with self.engine.begin() as conn:
+            for table in reversed(t.PROJECTION_TABLES):
+                conn.execute(table.delete())
+
+
+def loads(text: str | None) -> Any:
+    return json.loads(text) if text else None

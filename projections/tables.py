@@ -1,0 +1,138 @@
+"""Projection tables (SQLAlchemy Core).  Alembic migrations create them.
+
+Every row carries the notification id of the event that last wrote it, so a
+second process can bring its in-memory indexes up to date by reading only
+the rows newer than its own tracking position.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+tracking = Table(
+    "ctx_tracking",
+    metadata,
+    Column("application_name", String(64), primary_key=True),
+    Column("notification_id", BigInteger, nullable=False),
+)
+
+rules = Table(
+    "ctx_rules",
+    metadata,
+    Column("from_position", BigInteger, primary_key=True),
+    Column("rules_version", String(32), nullable=False),
+    Column("policy", Text, nullable=False),
+)
+
+sessions = Table(
+    "ctx_sessions",
+    metadata,
+    Column("session_id", String(36), primary_key=True),
+    Column("title", Text, nullable=False),
+    Column("model", String(128), nullable=False),
+    Column("context_window", Integer),
+    Column("head", String(64)),
+    Column("running", String(64)),
+    Column("pinned", Text, nullable=False),  # JSON list
+    Column("branched_from", Text),  # JSON {session_id, node_id}
+    Column("version", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("graph_position", BigInteger, nullable=False),  # last event that changed the graph
+    Column("notification_id", BigInteger, nullable=False),
+)
+
+nodes = Table(
+    "ctx_nodes",
+    metadata,
+    Column("node_id", String(64), primary_key=True),
+    Column("session_id", String(36), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("name", Text),
+    Column("input", Text),  # JSON
+    Column("output", Text),  # JSON
+    Column("parent", String(64)),
+    Column("edge", String(16), nullable=False),
+    Column("call_id", String(64)),
+    Column("reads", Text, nullable=False),  # JSON list
+    Column("meta", Text, nullable=False),  # JSON: metadata, attach/merge details
+    Column("sibling_of", String(64)),
+    Column("version_kind", String(8)),
+    Column("created_at", Float, nullable=False),
+    Column("event_id", String(64), nullable=False),
+    Column("notification_id", BigInteger, nullable=False),
+    Index("ix_ctx_nodes_session_seq", "session_id", "seq", unique=True),
+)
+
+commits = Table(
+    "ctx_commits",
+    metadata,
+    Column("commit_id", String(32), primary_key=True),
+    Column("session_id", String(36), nullable=False),
+    Column("parent_ids", Text, nullable=False),  # JSON list
+    Column("head_node_id", String(64), nullable=False),
+    Column("rules_version", String(32), nullable=False),
+    Column("total_tokens", Integer, nullable=False),
+    Column("event_id", String(64), nullable=False),
+    Column("event_seq", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("checkpoint_id", String(32), nullable=False),
+    Column("delta_count", Integer, nullable=False),
+    Column("is_checkpoint", Boolean, nullable=False),
+    Column("items", Text, nullable=False),  # JSON: full list at checkpoints, else a delta
+    Column("summary_request", Text),
+    Column("counts", Text, nullable=False),
+    Column("notification_id", BigInteger, nullable=False),
+    Index("ix_ctx_commits_checkpoint", "checkpoint_id"),
+    Index("ix_ctx_commits_session", "session_id", "notification_id"),
+)
+
+transitions = Table(
+    "ctx_transitions",
+    metadata,
+    Column("notification_id", BigInteger, primary_key=True),
+    Column("ordinal", Integer, primary_key=True),
+    Column("session_id", String(36), nullable=False),
+    Column("commit_id", String(32), nullable=False),
+    Column("item_id", String(160), nullable=False),
+    Column("source_node_id", String(64)),
+    Column("from_state", String(16), nullable=False),
+    Column("to_state", String(16), nullable=False),
+    Column("rule", String(32), nullable=False),
+    Column("rules_version", String(32), nullable=False),
+    Column("event_id", String(64), nullable=False),
+    Column("event_seq", Integer, nullable=False),
+    Column("inputs", Text, nullable=False),
+    Index("ix_ctx_transitions_node", "session_id", "source_node_id"),
+)
+
+usage = Table(
+    "ctx_usage",
+    metadata,
+    Column("notification_id", BigInteger, primary_key=True),
+    Column("session_id", String(36), nullable=False),
+    Column("request_id", String(128), nullable=False),
+    Column("head_node", String(64), nullable=False),
+    Column("input_tokens", Integer, nullable=False),
+    Column("cache_read", Integer, nullable=False),
+    Column("output_tokens", Integer, nullable=False),
+    Column("provider", String(64), nullable=False),
+    Column("event_seq", Integer, nullable=False),
+    Index("ix_ctx_usage_session", "session_id", "notification_id"),
+)
+
+# Everything a rebuild drops and recomputes (ctx_rules is history, kept).
+PROJECTION_TABLES = (tracking, sessions, nodes, commits, transitions, usage)
