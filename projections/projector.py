@@ -38,6 +38,7 @@ class Projector:
         self.pending: dict[str, dict[str, Any]] = {}  # commit rows not yet written
         self.outbox = Outbox()
         self.position = 0
+        self._ordinal = 0
 
     # ------------------------------------------------------------ contexts
 
@@ -81,6 +82,7 @@ class Projector:
             at=event.timestamp.timestamp(),
             notification_id=notification_id,
         )
+        self._ordinal = 0
         if isinstance(event, ev.SessionStarted):
             self._started(event, info)
         else:
@@ -219,10 +221,9 @@ class Projector:
         row = built.row
         self.pending[row["commit_id"]] = row
         self.outbox.commits.append(row)
-        self.outbox.transitions.extend(
-            dict(t, ordinal=len(self.outbox.transitions) + i)
-            for i, t in enumerate(built.transitions)
-        )
+        for transition in built.transitions:  # ordinals count within one event
+            self.outbox.transitions.append(dict(transition, ordinal=self._ordinal))
+            self._ordinal += 1
         self.commits[row["commit_id"]] = meta_of(row)
         self.latest_commit[head] = row["commit_id"]
         self._keep(row["commit_id"], built.ctx)

@@ -1,85 +1,206 @@
-"""Wires the event-sourced application to its projections (SKELETON).
+"""Wires the event-sourced application to its projections, in one process.
 
-This file is being written by the projection owner; the method list and
-return shapes below are the contract the API codes against.
+Commands go to ``CtxStore``; after each one the projections catch up from
+the notification log before the call returns, so a client reads its own
+writes.  Queries catch up first too (cheaply: one max-id query when nothing
+is new), so a second worker process serves what the first one wrote.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
+from domain import errors
 from domain.application import CtxStore
+from domain.policy import Policy
+from domain.render import render_shape
+from domain.rules.summarize import summary_request
+from domain.store_config import database_url
+from domain.summarizer import Summarizer, summarizer_from_env
+from domain.tokens import check_tokenizer
+from domain.working_context import WorkingContext
+from projections import queries as q
+from projections.context_commit import budget_of
+from projections.migrate import upgrade
+from projections.processor import Processor
+from projections.store import ProjectionStore
+
+RENDER_CACHE = 256
 
 
 class Runtime:
     """One process's handle on the store: commands, catch-up, queries."""
 
-    app: CtxStore
-
-    def __init__(self, url: str | None = None, *, auto_catch_up: bool = True,
-                 summarizer: Any = None, policy: Any = None) -> None:  # fmt: skip
-        raise NotImplementedError
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        auto_catch_up: bool = True,
+        summarizer: Summarizer | None = None,
+        policy: Policy | None = None,
+        auto_compact: bool = True,
+        migrate: bool = True,
+    ) -> None:
+        check_tokenizer()
+        self.url = url or database_url()
+        if migrate:
+            upgrade(self.url)
+        self.app = CtxStore(url=self.url)
+        self.store = ProjectionStore(self.url)
+        self.policy = policy or Policy.from_env()
+        self.processor = Processor(self.app, self.store, self.policy)
+        self.summarizer = summarizer or summarizer_from_env()
+        self.auto_catch_up = auto_catch_up
+        self.auto_compact = auto_compact
+        self._lock = threading.RLock()
+        self._rendered: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        self.app.commit_resolver = self._latest_commit_of
 
     def close(self) -> None:
-        raise NotImplementedError
+        self.store.close()
+        self.app.close()
+
+    # ------------------------------------------------------------ commands
 
     def execute(self, command: str, *args: Any, **kwargs: Any) -> Any:
-        """Run ``CtxStore.<command>(*args, **kwargs)``, then catch the projections up.
+        """Run ``CtxStore.<command>``, catch up, and compact if the head asks for it."""
+        method = getattr(self.app, command, None)
+        if method is None or command.startswith("_"):
+            raise errors.InvalidCommand(f"unknown command {command!r}")
+        with self._lock:
+            result = method(*args, **kwargs)
+            self.catch_up()
+            if self.auto_compact and command in ("append_node", "add_sibling", "attach",
+                                                  "merge", "switch_model"):  # fmt: skip
+                session_id = str(args[0]) if args else str(kwargs.get("session_id"))
+                self._auto_compact(session_id)
+            return result
 
-        Returns what the application method returned (usually ``(result, version)``).
-        """
-        raise NotImplementedError
+    def _auto_compact(self, session_id: str) -> None:
+        projector = self._projector()
+        session = q.session_row(projector, session_id)
+        commit_id = q.head_commit_id(projector, session)
+        if commit_id and projector.commits[commit_id].summary_request and not session.running:
+            self.compact(session_id)
 
     def catch_up(self) -> int:
-        """Apply every new notification to the projections; returns how many."""
-        raise NotImplementedError
+        with self._lock:
+            return self.processor.catch_up()
 
     def position(self) -> int:
-        """The tracking position: the last notification id the projections applied."""
-        raise NotImplementedError
+        return self.store.position()
 
-    # Queries. Unknown session -> domain.errors.SessionNotFound; unknown node or
-    # commit -> domain.errors.NodeNotFound / NotFound.
+    def _projector(self) -> Any:
+        if self.auto_catch_up:
+            projector = self.processor.projector
+            latest = self.app.recorder.max_notification_id() or 0
+            if projector is None or projector.position < latest:
+                self.processor.catch_up()
+        if self.processor.projector is None:
+            self.processor.catch_up()
+        assert self.processor.projector is not None
+        return self.processor.projector
+
+    def _latest_commit_of(self, node_id: str) -> str | None:
+        with self._lock:
+            return self._projector().latest_commit.get(node_id)
+
+    # ------------------------------------------------------------- queries
+
     def head_commit(self, session_id: str) -> dict[str, Any]:
-        """{id, session_id, parent_ids, head_node_id, rules_version, total_tokens,
-        event_id, event_seq, summary_request, items: [{item_id, source_node_id, role,
-        state, locked, rendered, tokens, reason, merged_into, is_anchor, attached_from,
-        name, ...}]}"""
-        raise NotImplementedError
+        with self._lock:
+            return q.head_commit(self._projector(), self.store, session_id).to_json()
 
     def commit(self, session_id: str, commit_id: str) -> dict[str, Any]:
-        raise NotImplementedError
+        with self._lock:
+            q.session_row(self._projector(), session_id)
+            return q.load_commit(self._projector(), self.store, session_id, commit_id).to_json()
 
     def rendered(self, session_id: str, shape: str = "neutral",
                  commit_id: str | None = None) -> dict[str, Any]:  # fmt: skip
-        """shape in {"neutral", "openai", "anthropic"}; ValueError otherwise."""
-        raise NotImplementedError
+        with self._lock:
+            projector = self._projector()
+            session = q.session_row(projector, session_id)
+            cid = commit_id or q.head_commit_id(projector, session)
+            if cid is None:
+                raise errors.NotFound("the session has no commit yet: append a node first")
+            key = (cid, shape)
+            if key not in self._rendered:
+                commit = q.load_commit(projector, self.store, session_id, cid)
+                self._rendered[key] = {
+                    "session_id": session.session_id, "commit_id": cid, "shape": shape,
+                    "request": render_shape(commit, shape, session.model),
+                }  # fmt: skip
+                while len(self._rendered) > RENDER_CACHE:
+                    self._rendered.popitem(last=False)
+            return self._rendered[key]
 
     def timeline(self, session_id: str) -> list[dict[str, Any]]:
-        """[{commit_id, head_node_id, parent_ids, event_seq, total_tokens, counts:{state:n}}]"""
-        raise NotImplementedError
+        with self._lock:
+            q.session_row(self._projector(), session_id)
+            return q.timeline(self.store, session_id)
 
     def explain(self, session_id: str, node_id: str) -> dict[str, Any]:
-        """{node_id, session_id, transitions:[{item_id, from_state, to_state, rule,
-        rules_version, event_id, event_seq, commit_id, inputs}]}"""
-        raise NotImplementedError
+        with self._lock:
+            return q.explain(self._projector(), self.store, session_id, node_id)
 
     def occupancy(self, session_id: str) -> dict[str, Any]:
-        """{window, total_used, basis: "measured"|"estimated", estimated: int,
-        calibration: float|None, head_node_id, model}"""
-        raise NotImplementedError
+        with self._lock:
+            return q.occupancy(self._projector(), self.store, session_id)
 
     def budget(self, session_id: str) -> dict[str, Any]:
-        """{window, system, history, tools, output_reserve, used:{...},
-        compact_at, emergency_at, status: "ok"|"compact"|"emergency"}"""
-        raise NotImplementedError
+        with self._lock:
+            return q.budget(self._projector(), self.store, session_id, self.policy)
 
     def dag(self, session_id: str) -> dict[str, Any]:
-        """{session_id, head, nodes:[{node_id, seq, role, name, parent, edge,
-        version: N, versions: M, sibling_ids}]}"""
-        raise NotImplementedError
+        with self._lock:
+            return q.dag(self._projector(), session_id)
+
+    def session_version(self, session_id: str) -> int:
+        with self._lock:
+            return q.session_row(self._projector(), session_id).version
+
+    # ----------------------------------------------------------- compaction
 
     def compact(self, session_id: str, expected_version: int | None = None) -> dict[str, Any]:
-        """Summarize the run the head commit asks for; records SummaryRecorded.
-        domain.errors.NothingToCompact (409) when no run is eligible."""
-        raise NotImplementedError
+        """Summarize the oldest foldable run under HEAD and record the summary."""
+        with self._lock:
+            projector = self._projector()
+            session = q.session_row(projector, session_id)
+            commit_id = q.head_commit_id(projector, session)
+            if commit_id is None:
+                raise errors.NothingToCompact("the session has no commit yet")
+            request = projector.commits[commit_id].summary_request
+            items = projector.items_of(commit_id)
+            if request is None:
+                request = forced_request(items, session, self.policy)
+            if request is None:
+                raise errors.NothingToCompact("no foldable run outside the tail window")
+            by_id = {i.item_id: i for i in items}
+            covered = [by_id[i] for i in request["item_ids"] if i in by_id]
+            text = self.summarizer.summarize(
+                [{"item_id": i.item_id, "role": i.role, "name": i.name,
+                  "rendered": i.rendered, "state": i.state} for i in covered]
+            )  # fmt: skip
+            summary_id, version = self.app.record_summary(
+                session.session_id, [i.item_id for i in covered], text,
+                self.summarizer.name, commit_id, expected_version=expected_version,
+            )  # fmt: skip
+            self.catch_up()
+            projector = self._projector()
+            new_commit = q.head_commit_id(projector, q.session_row(projector, session_id))
+            return {"session_id": session.session_id, "version": version,
+                    "summary_id": summary_id, "covered": [i.item_id for i in covered],
+                    "summarizer": self.summarizer.name, "computed_for": commit_id,
+                    "commit_id": new_commit}  # fmt: skip
+
+
+def forced_request(items: list[Any], session: Any, policy: Policy) -> dict[str, Any] | None:
+    """'Compact now': choose a run as if the history were over the threshold."""
+    ctx = WorkingContext.from_items(policy, [i.copy() for i in items])
+    budget = budget_of(ctx, session, policy)
+    forced = type(budget)(**{**budget.__dict__, "compact_at": -1,
+                             "history": max(0, ctx.total_tokens - ctx.system_tokens)})  # fmt: skip
+    return summary_request(ctx, forced)

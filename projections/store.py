@@ -103,7 +103,7 @@ class ProjectionStore:
     ) -> list[dict[str, Any]]:
         query = select(
             t.commits.c.commit_id, t.commits.c.parent_ids, t.commits.c.is_checkpoint,
-            t.commits.c.items, t.commits.c.checkpoint_id,
+            t.commits.c["items"], t.commits.c.checkpoint_id,
         ).where(t.commits.c.checkpoint_id == checkpoint_id)  # fmt: skip
         if conn is not None:
             return [dict(r._mapping) for r in conn.execute(query)]
