@@ -58,7 +58,7 @@ class CtxStore(Application[UUID]):
         except ValueError:
             raise errors.SessionNotFound(f"not a session id: {session_id!r}") from None
         try:
-            agg = self.repository.get(sid)
+            agg: Any = self.repository.get(sid)
         except AggregateNotFoundError:
             raise errors.SessionNotFound(f"unknown session {sid}", session_id=str(sid)) from None
         if not isinstance(agg, Session):
@@ -245,7 +245,7 @@ class CtxStore(Application[UUID]):
     def replay(self, session_id: UUID | str, version: int) -> Session:
         """The session as it stood after its ``version``-th event."""
         sid = self.session(session_id).id
-        agg = self.repository.get(sid, version=version)
+        agg: Any = self.repository.get(sid, version=version)
         assert isinstance(agg, Session)
         return agg
 

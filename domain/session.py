@@ -33,7 +33,7 @@ from domain.events import (
     SummaryRecorded,
     UsageMeasured,
 )
-from domain.nodes import CONVERSATION_ROLES, ROLES, NodeRef
+from domain.nodes import ROLES, NodeRef
 
 JSON = dict[str, Any]
 
@@ -199,7 +199,6 @@ class Session(Aggregate):
             raise errors.InvalidCommand("retry the branch point in its own session", node_id=of)
         name = name if name is not None else ref.name
         kind = "retry" if content_digest(ref.role, name, input, output) == ref.digest else "edit"
-        edge = {"caller": ref.parent} if ref.edge == "caller" else {"predecessor": ref.parent}
         if ref.parent is None:
             return self._append_root_sibling(ref, kind, input, output, name, node_id, metadata, at)
         return self.append_node(
@@ -213,7 +212,8 @@ class Session(Aggregate):
             at=at,
             sibling_of=of,
             version_kind=kind,
-            **edge,
+            predecessor=None if ref.edge == "caller" else ref.parent,
+            caller=ref.parent if ref.edge == "caller" else None,
         )
 
     def _append_root_sibling(

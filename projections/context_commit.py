@@ -156,11 +156,10 @@ def build(
     request = run_rules(ctx, session, event.at)
 
     commit_id = commit_id_for(event.event_id, head)
-    delta = {
-        "upserts": [ctx.items[i].to_json() for i in sorted(ctx.changed) if i in ctx.items],
-        "removes": sorted(ctx.removed),
-    }
-    delta_size = len(delta["upserts"]) + len(delta["removes"])
+    upserts = [ctx.items[i].to_json() for i in sorted(ctx.changed) if i in ctx.items]
+    removed = sorted(ctx.removed)
+    delta = {"upserts": upserts, "removes": removed}
+    delta_size = len(upserts) + len(removed)
     if base_checkpoint is None:
         checkpoint, count = commit_id, 0
     else:

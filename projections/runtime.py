@@ -105,7 +105,8 @@ class Runtime:
 
     def _latest_commit_of(self, node_id: str) -> str | None:
         with self._lock:
-            return self._projector().latest_commit.get(node_id)
+            latest: dict[str, str] = self._projector().latest_commit
+            return latest.get(node_id)
 
     # ------------------------------------------------------------- queries
 
