@@ -20,6 +20,7 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
 
 from domain import errors
+from domain.limits import MAX_LABEL, check_id, check_label, check_window
 from domain.session import Session
 from domain.store_config import database_url, eventsourcing_env
 
@@ -105,6 +106,8 @@ class CtxStore(Application[UUID]):
         at: datetime | None = None,
     ) -> tuple[UUID, int]:
         _check_model(model)
+        check_label("title", title)
+        check_window(context_window)
         agg = Session._create(
             Session.Started, title=title, model=model, branched_from=None,
             context_window=context_window, timestamp=at,
@@ -118,6 +121,7 @@ class CtxStore(Application[UUID]):
         at: datetime | None = None,
     ) -> tuple[UUID, int]:  # fmt: skip
         """A new session whose history is the source's chain up to ``node_id``."""
+        check_label("title", title)
         source = self.session(source_session)
         ref = source.node(node_id)
         agg = Session._create(
@@ -251,5 +255,6 @@ class CtxStore(Application[UUID]):
 
 
 def _check_model(model: str) -> None:
+    check_id("model", model, MAX_LABEL)
     if ":" not in model:
         raise errors.InvalidCommand("model must be 'provider:model'", model=model)

@@ -33,6 +33,7 @@ from domain.events import (
     SummaryRecorded,
     UsageMeasured,
 )
+from domain.limits import MAX_LABEL, check_id, check_label, check_window
 from domain.nodes import ROLES, NodeRef
 
 JSON = dict[str, Any]
@@ -121,6 +122,9 @@ class Session(Aggregate):
     ) -> str:
         if role not in ROLES:
             raise errors.InvalidCommand(f"role must be one of {sorted(ROLES)}", role=role)
+        check_id("node_id", node_id)
+        check_id("call_id", call_id)
+        check_label("name", name, MAX_LABEL)
         node_id = node_id or str(uuid.uuid4())
         if self.knows(node_id):
             raise errors.DuplicateNode(f"node {node_id!r} already exists", node_id=node_id)
@@ -256,6 +260,7 @@ class Session(Aggregate):
         return target
 
     def start_run(self, run_id: str | None = None, at: datetime | None = None) -> str:
+        check_id("run_id", run_id)
         if self.running:
             raise errors.AgentRunning("an agent run is already active", run_id=self.running)
         run_id = run_id or str(uuid.uuid4())
@@ -270,8 +275,8 @@ class Session(Aggregate):
     def switch_model(
         self, model: str, context_window: int | None = None, at: datetime | None = None
     ) -> None:
-        if ":" not in model:
-            raise errors.InvalidCommand("model must be 'provider:model'", model=model)
+        _check_model(model)
+        check_window(context_window)
         self.trigger_event(ModelSwitched, model=model, context_window=context_window, timestamp=at)
 
     def pin(self, node_id: str, at: datetime | None = None) -> None:
@@ -345,6 +350,8 @@ class Session(Aggregate):
         head_node: str | None = None,
         at: datetime | None = None,
     ) -> None:
+        check_id("request_id", request_id, MAX_LABEL)
+        check_id("provider", provider)
         head_node = head_node or self.head
         if head_node is None:
             raise errors.InvalidCommand("usage needs a head node")
@@ -388,3 +395,9 @@ class Session(Aggregate):
         if self.running:
             raise errors.AgentRunning(f"cannot {what} while an agent run is active",
                                       run_id=self.running)  # fmt: skip
+
+
+def _check_model(model: str) -> None:
+    check_id("model", model, MAX_LABEL)
+    if ":" not in model:
+        raise errors.InvalidCommand("model must be 'provider:model'", model=model)

@@ -9,7 +9,7 @@ from typing import Any
 
 def dumps(value: Any) -> str:
     """Canonical JSON: the byte-identical rebuild depends on it."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass
