@@ -47,9 +47,12 @@ class Processor:
                     if not notes:
                         break
                     projector.load_rows = lambda cp: self.store.commit_rows(cp, conn)
-                    for note in notes:
-                        projector.apply(self.app.mapper.to_domain_event(note), note.id)
-                    self.store.write(conn, projector.outbox, projector.position)
+                    try:
+                        for note in notes:
+                            projector.apply(self.app.mapper.to_domain_event(note), note.id)
+                        self.store.write(conn, projector.outbox, projector.position)
+                    finally:
+                        projector.load_rows = self.store.commit_rows  # outside the batch
                 projector.outbox = Outbox()
                 projector.pending.clear()
                 total += len(notes)
@@ -63,7 +66,7 @@ class Processor:
     def _synced(self, conn: Any, position: int) -> Projector:
         projector = self.projector
         if projector is None or projector.position > position:
-            projector = Projector(self.policy_at, lambda cp: [])
+            projector = Projector(self.policy_at, self.store.commit_rows)
             projector.position = 0
         if projector.position < position:
             self._load(projector, conn)
