@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from domain.context import ORD_STEP, STATES, Item, Transition, tightens
@@ -117,6 +118,10 @@ class WorkingContext:
         start = 0 if lo is None else bisect.bisect_right(self.order, lo)
         stop = len(self.order) if hi is None else bisect.bisect_left(self.order, hi)
         return [self.items[self.by_ord[o]] for o in self.order[start:stop]]
+
+    def iter_ordered(self) -> Iterator[Item]:
+        for o in self.order:
+            yield self.items[self.by_ord[o]]
 
     def ordered(self) -> list[Item]:
         return [self.items[self.by_ord[o]] for o in self.order]

@@ -9,6 +9,7 @@ attach block folds whole or not at all.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from domain.budget import Budget
@@ -23,17 +24,20 @@ def foldable(item: Item) -> bool:
     return item.state in FOLDABLE and not item.locked and not item.is_anchor
 
 
-def _units(items: list[Item]) -> list[list[Item]]:
-    """Consecutive items, with each attach block as one unit."""
-    units: list[list[Item]] = []
+def _units(items: Iterable[Item]) -> Iterator[list[Item]]:
+    """Consecutive items, with each attach block as one unit (lazily: runs stop early)."""
+    unit: list[Item] = []
     for item in items:
         if item.state == "summarized":
             continue  # already folded: invisible, so it does not break a run
-        if item.attached_from and units and units[-1][0].attached_from == item.attached_from:
-            units[-1].append(item)
-        else:
-            units.append([item])
-    return units
+        if item.attached_from and unit and unit[0].attached_from == item.attached_from:
+            unit.append(item)
+            continue
+        if unit:
+            yield unit
+        unit = [item]
+    if unit:
+        yield unit
 
 
 def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | None:
@@ -48,7 +52,9 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
     need = used - target
     run: list[Item] = []
     folded = 0
-    for unit in _units(ctx.in_order(None, tail_start)):
+    for unit in _units(ctx.iter_ordered()):
+        if tail_start is not None and unit[-1].ord >= tail_start:
+            break  # the tail window, or a block reaching into it, stays as it is
         if all(foldable(item) for item in unit):
             run.extend(unit)
             folded += sum(item.tokens for item in unit)

@@ -123,6 +123,14 @@ def test_whole_agent_session_over_http(server: httpx.Client, store_url: str) -> 
     opens = [i for i in items if i["item_id"].endswith(":open")]
     assert len(opens) == 1
 
+    compacted = post(c, f"{s}/compact", {})
+    assert compacted["covered"]
+    items = c.get(f"{s}/context").json()["items"]
+    summary = [i for i in items if i["state"] == "summary"]
+    assert len(summary) == 1 and summary[0]["rendered"].startswith("[Summary]")
+    assert {i["item_id"] for i in items if i["state"] == "summarized"} == set(compacted["covered"])
+    assert task["node_id"] not in compacted["covered"]  # pinned: never folded
+
     peer = post(c, f"{b}/nodes", {"role": "assistant", "output": "Alt result.", "at": at(85)})
     merged = post(c, f"{s}/merge", {"peers": [{"session_id": branch["session_id"],
                                                "node_id": peer["node_id"]}]})  # fmt: skip
@@ -134,8 +142,6 @@ def test_whole_agent_session_over_http(server: httpx.Client, store_url: str) -> 
     assert occupancy["basis"] == "measured" and occupancy["total_used"] == 5000
     assert occupancy["calibration"] is not None
 
-    compacted = c.post(f"{s}/compact", json={})
-    assert compacted.status_code in (200, 201, 409), compacted.text
     post(c, f"{s}/checkout", {"node_id": last["node_id"]})
     assert c.get(f"{s}/occupancy").json()["basis"] == "estimated"
 
