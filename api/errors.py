@@ -1,0 +1,116 @@
+"""Every failure leaves the API as ``{"error": {"code", "message", "details"}}``.
+
+| cause                                  | status | code                     |
+| -------------------------------------- | ------ | ------------------------ |
+| ``DomainError`` (refusal)              | its own (4xx) | its ``code``      |
+| body is not JSON                       | 400    | ``malformed_json``       |
+| body/query fails its schema            | 422    | ``invalid_request``      |
+| unknown route                          | 404    | ``not_found``            |
+| known route, wrong method              | 405    | ``method_not_allowed``   |
+| summarizer unreachable / bad answer    | 502    | ``summarizer_failed``    |
+| anything else                          | 500    | ``internal`` (no trace)  |
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from domain.errors import DomainError
+from domain.summarizer import SummarizerError
+
+log = logging.getLogger("ctxstore.api")
+
+HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    415: "unsupported_media_type",
+}
+
+
+class MalformedJSON(Exception):
+    """The request body is not a JSON document."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def error_response(
+    status: int, code: str, message: str, details: Any = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "details": details or {}}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+async def domain_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, DomainError)
+    status = exc.status if 400 <= exc.status < 500 else 422
+    return error_response(status, exc.code, exc.message, _jsonable(exc.details))
+
+
+async def malformed_json(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, MalformedJSON)
+    return error_response(400, "malformed_json", exc.message)
+
+
+async def validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ValidationError)
+    errors = json.loads(exc.json(include_url=False))
+    first = errors[0] if errors else {}
+    where = ".".join(str(p) for p in first.get("loc", ())) or "body"
+    message = f"{where}: {first.get('msg', 'invalid')}"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more)"
+    return error_response(422, "invalid_request", message, {"errors": errors})
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+    message = exc.detail if isinstance(exc.detail, str) else code
+    if exc.status_code == 404:
+        message = f"no route {request.method} {request.url.path}"
+    elif exc.status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}"
+    return error_response(exc.status_code, code, message, headers=exc.headers)
+
+
+async def summarizer_error(request: Request, exc: Exception) -> Response:
+    log.warning("summarizer failed: %s", exc)
+    return error_response(502, "summarizer_failed", str(exc))
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    # Starlette re-raises after this response is sent, so the server logs the
+    # traceback; the client only ever sees the code.
+    return error_response(500, "internal", "internal server error")
+
+
+HANDLERS: dict[Any, Any] = {
+    DomainError: domain_error,
+    MalformedJSON: malformed_json,
+    ValidationError: validation_error,
+    HTTPException: http_error,
+    SummarizerError: summarizer_error,
+    Exception: internal_error,
+}
+
+
+def install(app: Starlette) -> None:
+    """Register every handler on ``app`` (used by ``create_app`` and tests)."""
+    for exc_class, handler in HANDLERS.items():
+        app.add_exception_handler(exc_class, handler)

@@ -1,0 +1,142 @@
+"""The route table and the OpenAPI 3.1 document built from it.
+
+Each routes module lists its ``Endpoint``s; ``create_app`` mounts them and
+``document`` describes them, so the served spec can never drift from the
+routes.  Request schemas come straight from the pydantic models.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import Response
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    status: int = 200
+    media_type: str = "application/json"
+    errors: tuple[int, ...] = ()
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "details"],
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "details": {"type": "object"},
+            },
+        }
+    },
+}
+
+ERROR_TEXT = {
+    400: "malformed_json: the body is not JSON",
+    404: "session_not_found, node_not_found or not_found",
+    409: "stale_version, agent_running, duplicate_node, ...",
+    422: "invalid_request (schema) or a domain refusal (invalid_command, invalid_edge, ...)",
+    502: "summarizer_failed",
+}
+
+
+def _hoist(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
+    """Move ``$defs`` into components and repoint the refs."""
+    for name, sub in schema.pop("$defs", {}).items():
+        components[name] = sub
+
+    def fix(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                k: (v.replace("#/$defs/", "#/components/schemas/") if k == "$ref" else fix(v))
+                for k, v in node.items()
+            }
+        if isinstance(node, list):
+            return [fix(v) for v in node]
+        return node
+
+    return fix(schema)
+
+
+def _query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
+    schema = model.model_json_schema()
+    required = set(schema.get("required", []))
+    return [
+        {"name": name, "in": "query", "required": name in required, "schema": prop}
+        for name, prop in schema.get("properties", {}).items()
+    ]
+
+
+def _operation(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
+    params = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in re.findall(r"{(\w+)}", ep.path)
+    ]
+    if ep.query is not None:
+        params += _query_parameters(ep.query)
+    op: dict[str, Any] = {
+        "operationId": f"{ep.method.lower()}_{ep.handler.__name__}",
+        "summary": ep.summary,
+        "parameters": params,
+        "responses": {
+            str(ep.status): {
+                "description": "OK",
+                "content": {ep.media_type: {"schema": {"type": "object"}}},
+            }
+        },
+    }
+    if ep.body is not None:
+        name = ep.body.__name__
+        components[name] = _hoist(ep.body.model_json_schema(), components)
+        op["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
+        }
+    codes = set(ep.errors)
+    if params and params[0]["in"] == "path":
+        codes.add(404)
+    if ep.body is not None:
+        codes |= {400, 422}
+    if ep.query is not None:
+        codes.add(422)
+    for code in sorted(codes):
+        op["responses"][str(code)] = {
+            "description": ERROR_TEXT.get(code, "error"),
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+    return op
+
+
+def document(endpoints: Iterable[Endpoint], version: str = "0.1.0") -> dict[str, Any]:
+    components: dict[str, Any] = {"Error": ERROR_SCHEMA}
+    paths: dict[str, dict[str, Any]] = {}
+    for ep in endpoints:
+        paths.setdefault(ep.path, {})[ep.method.lower()] = _operation(ep, components)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "ctxstore",
+            "version": version,
+            "description": "An agent's conversation history as an append-only DAG, and "
+            "exactly what the model is fed on each call, and why.",
+        },
+        "paths": paths,
+        "components": {"schemas": components},
+    }

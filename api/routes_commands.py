@@ -1,0 +1,185 @@
+"""Command routes: parse the body, run ONE runtime command, serialise.
+
+Every response is ``{"session_id", "version", ...result}``.  Refusals come
+from the domain (``DomainError``) and are turned into JSON by api.errors;
+nothing here decides anything about sessions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from api import schemas as s
+from api.openapi import Endpoint
+from projections.runtime import Runtime
+
+
+def _runtime(request: Request) -> Runtime:
+    return request.app.state.runtime
+
+
+async def _execute(request: Request, command: str, *args: Any, **kwargs: Any) -> Any:
+    """``runtime.execute`` in a worker thread: every runtime call blocks on SQL."""
+    return await run_in_threadpool(_runtime(request).execute, command, *args, **kwargs)
+
+
+def _reply(http_status: int, session_id: Any, version: Any, /, **result: Any) -> JSONResponse:
+    return JSONResponse({"session_id": str(session_id), "version": version, **result}, http_status)
+
+
+def _args(body: s.BaseModel, *drop: str) -> dict[str, Any]:
+    """The body's fields as keyword arguments; unset optionals are left to the defaults."""
+    return body.model_dump(exclude_none=True, exclude=set(drop))
+
+
+async def start_session(request: Request) -> Response:
+    body = await s.parse_body(request, s.StartSession)
+    session_id, version = await _execute(request, "start_session", **_args(body))
+    return _reply(201, session_id, version)
+
+
+async def append_node(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.AppendNode)
+    node_id, version = await _execute(request, "append_node", sid, **_args(body))
+    return _reply(201, sid, version, node_id=node_id)
+
+
+async def add_sibling(request: Request) -> Response:
+    sid, nid = request.path_params["sid"], request.path_params["nid"]
+    body = await s.parse_body(request, s.AddSibling)
+    node_id, version = await _execute(request, "add_sibling", sid, of=nid, **_args(body))
+    return _reply(201, sid, version, node_id=node_id, sibling_of=nid)
+
+
+async def retry(request: Request) -> Response:
+    return await add_sibling(request)
+
+
+async def edit(request: Request) -> Response:
+    return await add_sibling(request)
+
+
+async def checkout(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.Checkout)
+    head, version = await _execute(request, "checkout", sid, **_args(body))
+    return _reply(200, sid, version, head=head)
+
+
+async def branch(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.Branch)
+    new_id, version = await _execute(request, "branch", sid, **_args(body))
+    return _reply(201, new_id, version,
+                  branched_from={"session_id": sid, "node_id": body.node_id})  # fmt: skip
+
+
+async def pin(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.NodeRef)
+    _, version = await _execute(request, "pin", sid, **_args(body))
+    return _reply(200, sid, version, node_id=body.node_id, pinned=True)
+
+
+async def unpin(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.NodeRef)
+    _, version = await _execute(request, "unpin", sid, **_args(body))
+    return _reply(200, sid, version, node_id=body.node_id, pinned=False)
+
+
+async def attach(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.Attach)
+    node_id, version = await _execute(request, "attach", sid, **_args(body))
+    return _reply(201, sid, version, node_id=node_id)
+
+
+async def merge(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.Merge)
+    node_id, version = await _execute(request, "merge", sid, **_args(body))
+    return _reply(201, sid, version, node_id=node_id)
+
+
+async def usage(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.Usage)
+    _, version = await _execute(request, "measure_usage", sid, **_args(body))
+    return _reply(201, sid, version, request_id=body.request_id)
+
+
+async def start_run(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.StartRun)
+    run_id, version = await _execute(request, "start_run", sid, **_args(body))
+    return _reply(201, sid, version, run_id=run_id)
+
+
+async def finish_run(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.FinishRun)
+    _, version = await _execute(request, "finish_run", sid, **_args(body))
+    return _reply(200, sid, version, status=body.status)
+
+
+async def switch_model(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.SwitchModel)
+    _, version = await _execute(request, "switch_model", sid, **_args(body))
+    return _reply(200, sid, version, model=body.model, context_window=body.context_window)
+
+
+async def compact(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.Compact)
+    result = await run_in_threadpool(_runtime(request).compact, sid, **_args(body))
+    if isinstance(result, tuple):  # (result, version), like the CtxStore commands
+        result, version = result
+        result = result if isinstance(result, dict) else {"summary_id": result}
+    else:
+        result = dict(result or {})
+        version = result.pop("version", None)
+    result.pop("session_id", None)
+    return _reply(201, sid, version, **result)
+
+
+S = "/sessions/{sid}"
+STALE = (409,)
+ENDPOINTS = [
+    Endpoint("POST", "/sessions", start_session, "Start a session", s.StartSession, status=201),
+    Endpoint("POST", f"{S}/nodes", append_node, "Append a node (HEAD moves to it)", s.AppendNode,
+             status=201, errors=STALE),
+    Endpoint("POST", f"{S}/nodes/{{nid}}/retry", retry,
+             "Retry a node: a sibling version (retry if same content, else edit)", s.AddSibling,
+             status=201, errors=STALE),
+    Endpoint("POST", f"{S}/nodes/{{nid}}/edit", edit,
+             "Edit a node: a sibling version (edit if new content, else retry)", s.AddSibling,
+             status=201, errors=STALE),
+    Endpoint("POST", f"{S}/checkout", checkout, "Move HEAD (display only)", s.Checkout,
+             errors=STALE),
+    Endpoint("POST", f"{S}/branch", branch, "New session from this one's chain up to a node",
+             s.Branch, status=201),
+    Endpoint("POST", f"{S}/pin", pin, "Pin a node (never aged, cleared or folded)", s.NodeRef,
+             errors=STALE),
+    Endpoint("POST", f"{S}/unpin", unpin, "Unpin a node", s.NodeRef, errors=STALE),
+    Endpoint("POST", f"{S}/attach", attach, "Stage another session's context after HEAD",
+             s.Attach, status=201, errors=STALE),
+    Endpoint("POST", f"{S}/merge", merge, "Merge peer heads into HEAD", s.Merge, status=201,
+             errors=STALE),
+    Endpoint("POST", f"{S}/usage", usage, "Record what the provider measured for a request",
+             s.Usage, status=201, errors=STALE),
+    Endpoint("POST", f"{S}/runs/start", start_run, "Start an agent run", s.StartRun,
+             status=201, errors=STALE),
+    Endpoint("POST", f"{S}/runs/finish", finish_run, "Finish the active agent run",
+             s.FinishRun, errors=STALE),
+    Endpoint("POST", f"{S}/model", switch_model, "Switch the session's model", s.SwitchModel,
+             errors=STALE),
+    Endpoint("POST", f"{S}/compact", compact, "Summarize the run the head commit asks for",
+             s.Compact, status=201, errors=(409, 502)),
+]  # fmt: skip

@@ -1,0 +1,108 @@
+"""Query routes: parse the path and query string, call ONE runtime query."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from api import schemas as s
+from api.event_json import event_to_json
+from api.openapi import Endpoint
+from projections.runtime import Runtime
+
+
+def _runtime(request: Request) -> Runtime:
+    return request.app.state.runtime
+
+
+async def _query(request: Request, method: str, *args: Any, **kwargs: Any) -> Any:
+    return await run_in_threadpool(getattr(_runtime(request), method), *args, **kwargs)
+
+
+def _no_query(request: Request) -> None:
+    s.parse_query(request, s.EmptyQuery)
+
+
+def _events_page(runtime: Runtime, sid: str, after: int, limit: int) -> list[dict[str, Any]]:
+    # Serialised in the worker thread too: a page can be a thousand events.
+    events = runtime.app.session_events(sid, gt=after, limit=limit + 1)
+    return [event_to_json(event) for event in events]
+
+
+async def events(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    q = s.parse_query(request, s.EventsQuery)
+    page = await run_in_threadpool(_events_page, _runtime(request), sid, q.after, q.limit)
+    has_more = len(page) > q.limit
+    page = page[: q.limit]
+    last = page[-1]["originator_version"] if page else q.after
+    return JSONResponse({"session_id": sid, "after": q.after, "events": page,
+                         "next_after": last, "has_more": has_more})  # fmt: skip
+
+
+async def dag(request: Request) -> Response:
+    _no_query(request)
+    return JSONResponse(await _query(request, "dag", request.path_params["sid"]))
+
+
+async def context(request: Request) -> Response:
+    _no_query(request)
+    return JSONResponse(await _query(request, "head_commit", request.path_params["sid"]))
+
+
+async def commit(request: Request) -> Response:
+    _no_query(request)
+    sid, cid = request.path_params["sid"], request.path_params["cid"]
+    return JSONResponse(await _query(request, "commit", sid, cid))
+
+
+async def render(request: Request) -> Response:
+    q = s.parse_query(request, s.RenderQuery)
+    sid = request.path_params["sid"]
+    return JSONResponse(await _query(request, "rendered", sid, q.shape, q.commit))
+
+
+async def timeline(request: Request) -> Response:
+    _no_query(request)
+    sid = request.path_params["sid"]
+    return JSONResponse({"session_id": sid, "commits": await _query(request, "timeline", sid)})
+
+
+async def explain(request: Request) -> Response:
+    _no_query(request)
+    sid, nid = request.path_params["sid"], request.path_params["nid"]
+    return JSONResponse(await _query(request, "explain", sid, nid))
+
+
+async def occupancy(request: Request) -> Response:
+    _no_query(request)
+    return JSONResponse(await _query(request, "occupancy", request.path_params["sid"]))
+
+
+async def budget(request: Request) -> Response:
+    _no_query(request)
+    return JSONResponse(await _query(request, "budget", request.path_params["sid"]))
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"status": "ok", "position": await _query(request, "position")})
+
+
+S = "/sessions/{sid}"
+ENDPOINTS = [
+    Endpoint("GET", f"{S}/events", events, "The replay feed, paged by originator version",
+             query=s.EventsQuery),
+    Endpoint("GET", f"{S}/dag", dag, "Every node with its edges and sibling versions"),
+    Endpoint("GET", f"{S}/context", context, "The head commit: what the model is fed, and why"),
+    Endpoint("GET", f"{S}/commits/{{cid}}", commit, "One context commit"),
+    Endpoint("GET", f"{S}/render", render, "A commit rendered as a provider request",
+             query=s.RenderQuery),
+    Endpoint("GET", f"{S}/timeline", timeline, "Every context commit, oldest first"),
+    Endpoint("GET", f"{S}/explain/{{nid}}", explain, "Why a node's item is in its state"),
+    Endpoint("GET", f"{S}/occupancy", occupancy, "How full the context window is"),
+    Endpoint("GET", f"{S}/budget", budget, "The window's budget and its thresholds"),
+    Endpoint("GET", "/health", health, "Liveness, and the projections' tracking position"),
+]  # fmt: skip

@@ -1,0 +1,98 @@
+"""Server-sent events: a session's occupancy and timeline, pushed as they change.
+
+The stream polls the projections' tracking position every ``interval``
+seconds (0.25 by default); when it moves, it reloads the session's
+occupancy and timeline and sends whichever changed, as ``event: occupancy``
+and ``event: timeline``.  The first state is sent at once; ``?once=1`` sends
+it and closes.  Every blocking runtime call runs in the threadpool, and the
+loop ends as soon as the client goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from api import schemas as s
+from api.openapi import Endpoint
+from projections.runtime import Runtime
+
+log = logging.getLogger("ctxstore.api")
+
+KEEPALIVE_SECONDS = 15.0
+
+
+def frame(event: str, data: Any, event_id: int | None = None) -> str:
+    """One SSE message; the JSON is compact, so it is always a single data line."""
+    lines = [] if event_id is None else [f"id: {event_id}"]
+    lines += [f"event: {event}", "data: " + json.dumps(data, separators=(",", ":"))]
+    return "\n".join(lines) + "\n\n"
+
+
+def _state(runtime: Runtime, sid: str) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
+    """Position first: anything applied after it is caught by the next poll."""
+    position = runtime.position()
+    return position, runtime.occupancy(sid), runtime.timeline(sid)
+
+
+async def _frames(
+    request: Request, runtime: Runtime, sid: str, q: s.StreamQuery,
+    first: tuple[int, dict[str, Any], list[dict[str, Any]]],
+) -> AsyncIterator[str]:  # fmt: skip
+    position, occupancy, timeline = first
+    sent = {"occupancy": occupancy, "timeline": timeline}
+    yield frame("occupancy", occupancy, position)
+    yield frame("timeline", {"session_id": sid, "commits": timeline}, position)
+    if q.once:
+        return
+    quiet_since = time.monotonic()
+    try:
+        while not await request.is_disconnected():
+            await asyncio.sleep(q.interval)
+            now = await run_in_threadpool(runtime.position)
+            if now != position:
+                position, occupancy, timeline = await run_in_threadpool(_state, runtime, sid)
+                if occupancy != sent["occupancy"]:
+                    sent["occupancy"] = occupancy
+                    yield frame("occupancy", occupancy, position)
+                    quiet_since = time.monotonic()
+                if timeline != sent["timeline"]:
+                    sent["timeline"] = timeline
+                    yield frame("timeline", {"session_id": sid, "commits": timeline}, position)
+                    quiet_since = time.monotonic()
+            if time.monotonic() - quiet_since > KEEPALIVE_SECONDS:
+                yield ": keep-alive\n\n"  # a comment: also how a dead peer is noticed
+                quiet_since = time.monotonic()
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # the response has started: report in-band, then stop
+        log.exception("stream of session %s failed", sid)
+        yield frame("error", {"code": "internal", "message": type(exc).__name__})
+
+
+async def stream(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    q = s.parse_query(request, s.StreamQuery)
+    runtime: Runtime = request.app.state.runtime
+    # Loaded before the response starts, so an unknown session is a plain 404.
+    first = await run_in_threadpool(_state, runtime, sid)
+    return StreamingResponse(
+        _frames(request, runtime, sid, q, first),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+ENDPOINTS = [
+    Endpoint("GET", "/sessions/{sid}/stream", stream,
+             "SSE: occupancy and timeline, pushed whenever they change", query=s.StreamQuery,
+             media_type="text/event-stream"),
+]  # fmt: skip
