@@ -10,11 +10,16 @@ before and after.
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
+import uvicorn
 from starlette.testclient import TestClient
 
 import projections.runtime as runtime_module
@@ -502,3 +507,131 @@ def test_branch_of_a_branch_point_and_empty_attach(client: TestClient) -> None:
             {"source_session": empty})  # fmt: skip
     refused(client, empty, f"/sessions/{empty}/merge", 422, "merge_refused",
             {"peers": [{"session_id": sid, "node_id": "h"}]})  # fmt: skip
+
+
+# ------------------------------------------- reading back what commands stored
+
+
+def test_events_feed_pages_by_version(world: World) -> None:
+    c, s = world.client, world.sid
+    total = world.version
+    first = ok(c.get(f"/sessions/{s}/events", params={"limit": 4}))
+    assert [e["originator_version"] for e in first["events"]] == [1, 2, 3, 4]
+    assert first["has_more"] and first["next_after"] == 4
+    rest = ok(c.get(f"/sessions/{s}/events", params={"after": 4, "limit": 1000}))
+    assert rest["events"][0]["originator_version"] == 5 and not rest["has_more"]
+    assert rest["next_after"] == total
+    end = ok(c.get(f"/sessions/{s}/events", params={"after": total}))
+    assert end["events"] == [] and end["next_after"] == total and not end["has_more"]
+    assert all(e["originator_id"] == s for e in first["events"] + rest["events"])
+
+
+def test_context_render_and_commits(world: World) -> None:
+    c, s = world.client, world.sid
+    head = ok(c.get(f"/sessions/{s}/context"))
+    assert head["session_id"] == s and head["head_node_id"] == "a4"
+    sources = [i["source_node_id"] for i in head["items"]]
+    assert "a4b" not in sources and {"u1", "a1", "t1", "a4"} <= set(sources)
+    assert ok(c.get(f"/sessions/{s}/commits/{head['id']}")) == head
+    for shape in ("neutral", "openai", "anthropic"):
+        r = ok(c.get(f"/sessions/{s}/render", params={"shape": shape}))
+        assert r["shape"] == shape and r["commit_id"] == head["id"]
+        again = c.get(f"/sessions/{s}/render", params={"shape": shape, "commit": head["id"]})
+        assert again.content == c.get(f"/sessions/{s}/render?shape={shape}").content
+    timeline = ok(c.get(f"/sessions/{s}/timeline"))
+    assert timeline["session_id"] == s
+    assert head["id"] in {t["commit_id"] for t in timeline["commits"]}
+
+
+def test_explain_occupancy_budget_dag(world: World) -> None:
+    c, s = world.client, world.sid
+    why = ok(c.get(f"/sessions/{s}/explain/t1"))
+    assert why["node_id"] == "t1" and isinstance(why["transitions"], list)
+    occ = ok(c.get(f"/sessions/{s}/occupancy"))
+    assert occ["basis"] == "estimated" and occ["window"] == 128_000 and occ["head_node_id"] == "a4"
+    ok(c.post(f"/sessions/{s}/usage", json={"request_id": "r", "input_tokens": 1000}), 201)
+    assert ok(c.get(f"/sessions/{s}/occupancy"))["basis"] == "measured"
+    budget = ok(c.get(f"/sessions/{s}/budget"))
+    assert budget["window"] == 128_000 and budget["status"] == "ok"
+    dag = ok(c.get(f"/sessions/{s}/dag"))
+    by_id = {n["node_id"]: n for n in dag["nodes"]}
+    assert by_id["t1"]["parent"] == "a1" and by_id["t1"]["edge"] == "caller"
+    assert (by_id["a4b"]["version"], by_id["a4b"]["versions"]) == (2, 2)
+
+
+def sse_frames(text: str) -> list[tuple[str, dict[str, Any]]]:
+    frames = []
+    for block in text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "event" in fields:
+            frames.append((fields["event"], json.loads(fields["data"])))
+    return frames
+
+
+def test_stream_once_sends_occupancy_and_timeline(world: World) -> None:
+    c, s = world.client, world.sid
+    with c.stream("GET", f"/sessions/{s}/stream", params={"once": "1"}) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        text = r.read().decode()
+    frames = sse_frames(text)
+    assert [name for name, _ in frames] == ["occupancy", "timeline"]
+    assert frames[0][1] == ok(c.get(f"/sessions/{s}/occupancy"))
+    assert frames[1][1] == ok(c.get(f"/sessions/{s}/timeline"))
+
+
+def test_health_and_openapi(client: TestClient) -> None:
+    assert ok(client.get("/health"))["status"] == "ok"
+    doc = ok(client.get("/openapi.json"))
+    assert "/sessions/{sid}/nodes/{nid}/retry" in doc["paths"]
+
+
+def test_stream_pushes_changes_and_stops_when_the_client_leaves(runtime: Any) -> None:
+    """Over a real uvicorn server: a write shows up on the stream, and a client
+    that disconnects does not keep the server from shutting down."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(runtime), log_level="warning", lifespan="off",
+                            timeout_graceful_shutdown=10)  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with httpx.Client(base_url=base, timeout=10) as http:
+            sid = http.post("/sessions", json={}).json()["session_id"]
+            http.post(f"/sessions/{sid}/nodes", json={"role": "user", "output": "one"})
+            seen: list[tuple[str, dict[str, Any]]] = []
+            params = {"interval": "0.05"}
+            with http.stream("GET", f"/sessions/{sid}/stream", params=params) as r:
+                assert r.status_code == 200
+                lines = r.iter_lines()
+                block: list[str] = []
+                wrote = False
+                while time.monotonic() < deadline + 10:
+                    line = next(lines)
+                    if line:
+                        block.append(line)
+                        continue
+                    seen += sse_frames("\n".join(block))
+                    block = []
+                    if len(seen) == 2 and not wrote:
+                        body = {"role": "assistant", "output": "two words here"}
+                        httpx.post(f"{base}/sessions/{sid}/nodes", json=body, timeout=10)
+                        wrote = True
+                    if len(seen) >= 4:
+                        break
+            assert [name for name, _ in seen[:2]] == ["occupancy", "timeline"]
+            pushed = dict(seen[2:])
+            assert pushed["occupancy"]["estimated"] > seen[0][1]["estimated"]
+            assert len(pushed["timeline"]["commits"]) > len(seen[1][1]["commits"])
+    finally:
+        started = time.monotonic()
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()
+    assert not thread.is_alive() and time.monotonic() - started < 5
