@@ -18,7 +18,6 @@ import logging
 from typing import Any
 
 from pydantic import ValidationError
-from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -108,9 +107,3 @@ HANDLERS: dict[Any, Any] = {
     SummarizerError: summarizer_error,
     Exception: internal_error,
 }
-
-
-def install(app: Starlette) -> None:
-    """Register every handler on ``app`` (used by ``create_app`` and tests)."""
-    for exc_class, handler in HANDLERS.items():
-        app.add_exception_handler(exc_class, handler)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -59,10 +61,38 @@ async def commit(request: Request) -> Response:
     return JSONResponse(await _query(request, "commit", sid, cid))
 
 
+RENDER_BYTES = 64  # serialised renders kept per app
+
+
+def _json_bytes(content: Any) -> bytes:
+    """Exactly what ``JSONResponse`` would send."""
+    return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None,
+                      separators=(",", ":")).encode("utf-8")  # fmt: skip
+
+
 async def render(request: Request) -> Response:
     q = s.parse_query(request, s.RenderQuery)
     sid = request.path_params["sid"]
-    return JSONResponse(await _query(request, "rendered", sid, q.shape, q.commit))
+    result = await _query(request, "rendered", sid, q.shape, q.commit)
+    # A 1,000-node request is ~130 kB of JSON, and encoding it is most of the cost
+    # of this route.  The runtime hands back the same (immutable) dict while its
+    # own cache holds it, so the bytes are reused only for that very object.
+    cache: OrderedDict[tuple[str, str], tuple[Any, bytes]] | None = getattr(
+        request.app.state, "render_bytes", None
+    )
+    if cache is None:
+        cache = request.app.state.render_bytes = OrderedDict()
+    key = (str(result.get("commit_id")), q.shape)
+    hit = cache.get(key)
+    if hit is not None and hit[0] is result:
+        cache.move_to_end(key)
+        body = hit[1]
+    else:
+        body = _json_bytes(result)
+        cache[key] = (result, body)
+        while len(cache) > RENDER_BYTES:
+            cache.popitem(last=False)
+    return Response(body, media_type="application/json")
 
 
 async def timeline(request: Request) -> Response:

@@ -115,6 +115,7 @@ class Result:
     name: str
     latencies: list[float] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
+    codes: Counter[str] = field(default_factory=Counter)
     elapsed: float = 0.0
 
     def percentile(self, p: float) -> float:
@@ -132,6 +133,13 @@ class Result:
         return len(self.latencies) / self.elapsed if self.elapsed else math.nan
 
 
+def _error_code(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return f"http_{response.status_code}"
+
+
 Request = Callable[[httpx.AsyncClient, int], Any]
 
 
@@ -147,6 +155,8 @@ async def measure(base: str, name: str, make: Request, total: int, concurrency: 
                 response = await make(client, i)
                 result.latencies.append(time.perf_counter() - started)
                 result.statuses[response.status_code] += 1
+                if response.status_code >= 300:
+                    result.codes[_error_code(response)] += 1
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -160,9 +170,8 @@ def table(results: list[Result]) -> str:
     for r in results:
         rows.append(f"{r.name:<34} {len(r.latencies):>8} {r.ok:>6} {r.rate:>8.0f} "
                     f"{r.percentile(0.50):>8.2f} {r.percentile(0.99):>8.2f}")  # fmt: skip
-        other = {s: n for s, n in r.statuses.items() if not 200 <= s < 300}
-        if other:
-            rows.append(f"{'':<34} non-2xx: {dict(sorted(other.items()))}")
+        if r.codes:
+            rows.append(f"{'':<34} refused: {dict(sorted(r.codes.items()))}")
     return "\n".join(rows)
 
 

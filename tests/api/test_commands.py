@@ -318,6 +318,24 @@ def test_every_command_answers_session_id_and_version(world: World, name: str) -
         assert body["session_id"] == world.sid and body["version"] == world.version
 
 
+@pytest.mark.xfail(
+    reason="Runtime.execute returns the command's version, not the session's version after "
+    "the auto-compaction it ran (SummaryRecorded), so that version is already stale",
+    strict=False,
+)
+def test_returned_version_is_the_session_version_after_auto_compaction(
+    client: TestClient,
+) -> None:
+    sid = start(client, model="local:tiny")
+    version = 1
+    for i in range(60):
+        body = {"role": "user" if i % 2 == 0 else "assistant", "output": "word " * 150 + str(i),
+                "expected_version": version}  # fmt: skip
+        version = ok(client.post(f"/sessions/{sid}/nodes", json=body), 201)["version"]
+        assert version == len(events(client, sid))
+    assert "SummaryRecorded" in types(client, sid)
+
+
 # ----------------------------------------------------------------- refusals
 
 ALL_POSTS = ["start", *sorted(COMMANDS)]
@@ -541,6 +559,21 @@ def test_context_render_and_commits(world: World) -> None:
     timeline = ok(c.get(f"/sessions/{s}/timeline"))
     assert timeline["session_id"] == s
     assert head["id"] in {t["commit_id"] for t in timeline["commits"]}
+
+
+def test_render_follows_the_head(world: World) -> None:
+    c, s = world.client, world.sid
+    before = c.get(f"/sessions/{s}/render", params={"shape": "openai"})
+    old = before.json()["commit_id"]
+    append(c, s, "user", "A brand new question?")
+    after = c.get(f"/sessions/{s}/render", params={"shape": "openai"})
+    assert after.json()["commit_id"] != old
+    assert "A brand new question?" in after.text and "A brand new question?" not in before.text
+    pinned = c.get(f"/sessions/{s}/render", params={"shape": "openai", "commit": old})
+    assert pinned.content == before.content
+    ok(c.post(f"/sessions/{s}/checkout", json={"node_id": "a4b"}))
+    moved = c.get(f"/sessions/{s}/render", params={"shape": "openai"})
+    assert "Anytime." in moved.text and "A brand new question?" not in moved.text
 
 
 def test_explain_occupancy_budget_dag(world: World) -> None:
