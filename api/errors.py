@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -45,7 +46,11 @@ class MalformedJSON(Exception):
 
 
 def error_response(
-    status: int, code: str, message: str, details: Any = None, headers: dict[str, str] | None = None
+    status: int,
+    code: str,
+    message: str,
+    details: Any = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     body = {"error": {"code": code, "message": message, "details": details or {}}}
     return JSONResponse(body, status_code=status, headers=headers)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 ENVELOPE = ("originator_id", "originator_version", "timestamp", "originator_topic")
@@ -52,7 +52,7 @@ def _load() -> Callable[[Any], dict[str, Any]]:
         from scripts.event_json import event_to_json as project_serialiser
     except ImportError:
         return fallback_event_to_json
-    return project_serialiser
+    return cast(Callable[[Any], dict[str, Any]], project_serialiser)
 
 
 event_to_json = _load()

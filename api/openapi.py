@@ -72,7 +72,8 @@ def _hoist(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]
             return [fix(v) for v in node]
         return node
 
-    return fix(schema)
+    fixed: dict[str, Any] = fix(schema)
+    return fixed
 
 
 def _query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -19,7 +20,8 @@ from projections.runtime import Runtime
 
 
 def _runtime(request: Request) -> Runtime:
-    return request.app.state.runtime
+    runtime: Runtime = request.app.state.runtime
+    return runtime
 
 
 async def _execute(request: Request, command: str, *args: Any, **kwargs: Any) -> Any:
@@ -31,7 +33,7 @@ def _reply(http_status: int, session_id: Any, version: Any, /, **result: Any) ->
     return JSONResponse({"session_id": str(session_id), "version": version, **result}, http_status)
 
 
-def _args(body: s.BaseModel, *drop: str) -> dict[str, Any]:
+def _args(body: BaseModel, *drop: str) -> dict[str, Any]:
     """The body's fields as keyword arguments; unset optionals are left to the defaults."""
     return body.model_dump(exclude_none=True, exclude=set(drop))
 

@@ -17,7 +17,8 @@ from projections.runtime import Runtime
 
 
 def _runtime(request: Request) -> Runtime:
-    return request.app.state.runtime
+    runtime: Runtime = request.app.state.runtime
+    return runtime
 
 
 async def _query(request: Request, method: str, *args: Any, **kwargs: Any) -> Any:
