@@ -1,0 +1,217 @@
+"""The budget-driven rules: summary requests, folding, emergency clearing.
+
+Pure domain objects only (see ``test_rules.py`` for the builder).
+"""
+
+from __future__ import annotations
+
+from domain.budget import Budget
+from domain.policy import Policy
+from domain.rules.emergency import emergency_clear
+from domain.rules.summarize import fold_summary, summary_request
+from tests.domain.test_rules import T0, Builder, aged_tool, budget
+
+KEY = "source-session:source-head"
+
+
+def ids(request: dict[str, object] | None) -> list[str]:
+    assert request is not None
+    return list(request["item_ids"])  # type: ignore[call-overload]
+
+
+def conversation(b: Builder) -> dict[str, str]:
+    """system, first user, A1, T1, pinned user, A2, T2, then a 3-turn tail."""
+    names = {}
+    names["system"] = b.add("system", "be helpful", is_anchor=True).item_id
+    names["user"] = b.add("user", "the task", is_anchor=True).item_id
+    names["a1"] = b.add("assistant", "first step").item_id
+    names["t1"] = b.tool(result="out 1").item_id
+    names["pinned"] = b.add("user", "remember this", locked=True).item_id
+    names["a2"] = b.add("assistant", "second step").item_id
+    names["t2"] = b.tool(result="out 2").item_id
+    names["tail"] = b.turns(3)[0].item_id
+    return names
+
+
+# ------------------------------------------------------------ summary request
+
+
+def test_summary_request_takes_the_oldest_run_and_skips_anchors_and_pins() -> None:
+    b = Builder()
+    n = conversation(b)
+    used = b.ctx.total_tokens - b.ctx.system_tokens
+    request = summary_request(b.ctx, budget(history=0, compact_at=-1))
+    assert ids(request) == [n["a1"], n["t1"]], "anchors skipped, the pinned user ends the run"
+    assert request is not None
+    assert request["tokens"] == b.ctx.items[n["a1"]].tokens + b.ctx.items[n["t1"]].tokens
+    assert request["reason"] == f"history {used} tokens > compact at -1 (80% of 0)"
+
+
+def test_summary_request_stops_once_enough_is_folded() -> None:
+    b = Builder()
+    n = conversation(b)
+    used = b.ctx.total_tokens - b.ctx.system_tokens
+    # target = history * 0.5; need = used - target is tiny: the first unit is enough
+    request = summary_request(b.ctx, budget(history=2 * used - 2, compact_at=0))
+    assert ids(request) == [n["a1"]]
+
+
+def test_no_summary_request_under_the_threshold_or_without_a_full_tail() -> None:
+    b = Builder()
+    conversation(b)
+    used = b.ctx.total_tokens - b.ctx.system_tokens
+    assert summary_request(b.ctx, budget(history=10 * used, compact_at=used)) is None
+    short = Builder()
+    short.add("user", "task", is_anchor=True)
+    short.add("assistant", "a")
+    short.tool()
+    short.add("assistant", "b")
+    assert summary_request(short.ctx, budget(history=0, compact_at=-1)) is None
+
+
+def test_the_tail_window_is_never_folded() -> None:
+    b = Builder()
+    b.add("user", "task", is_anchor=True)
+    tail = b.turns(3)
+    assert summary_request(b.ctx, budget(history=0, compact_at=-1)) is None
+    b.add("assistant", "a fourth turn")
+    assert ids(summary_request(b.ctx, budget(history=0, compact_at=-1))) == [tail[0].item_id]
+
+
+def attach_block(b: Builder, **copy_fields: object) -> list[str]:
+    block = [
+        b.add("marker", "[Attached context]", attached_from=KEY),
+        b.add("user", "their question", attached_from=KEY, **copy_fields),
+        b.add("assistant", "their answer", attached_from=KEY),
+        b.add("marker", "[End of attached context]", attached_from=KEY),
+    ]
+    return [item.item_id for item in block]
+
+
+def test_an_attach_block_folds_whole() -> None:
+    b = Builder()
+    b.add("user", "task", is_anchor=True)
+    block = attach_block(b)
+    a1 = b.add("assistant", "after the attach").item_id
+    b.turns(3)
+    assert ids(summary_request(b.ctx, budget(history=0, compact_at=-1))) == block + [a1]
+
+
+def test_an_attach_block_with_one_pinned_item_is_skipped_whole() -> None:
+    b = Builder()
+    b.add("user", "task", is_anchor=True)
+    attach_block(b, locked=True)
+    a1 = b.add("assistant", "after the attach").item_id
+    b.turns(3)
+    assert ids(summary_request(b.ctx, budget(history=0, compact_at=-1))) == [a1]
+
+
+def test_an_attach_block_reaching_into_the_tail_is_left_whole() -> None:
+    b = Builder()
+    b.add("user", "task", is_anchor=True)
+    a1 = b.add("assistant", "before the attach").item_id
+    attach_block(b)  # its assistant copy is the third-last assistant turn
+    b.turns(2)
+    assert ids(summary_request(b.ctx, budget(history=0, compact_at=-1))) == [a1]
+
+
+def test_fold_summary_takes_a_block_whole_or_not_at_all() -> None:
+    b = Builder()
+    b.add("user", "task", is_anchor=True)
+    block = attach_block(b)
+    a1 = b.add("assistant", "after").item_id
+    b.turns(3)
+    summary = fold_summary(b.ctx, "summary:half", block[:2] + [a1], "gist", "test")
+    assert summary is not None
+    assert [b.ctx.items[i].state for i in block] == ["full"] * 4
+    assert b.ctx.items[a1].state == "summarized"
+    assert fold_summary(b.ctx, "summary:none", block[:3], "gist", "test") is None
+
+
+# ------------------------------------------------------------------ folding
+
+
+def test_fold_summary_folds_the_run_and_sits_before_it() -> None:
+    b = Builder()
+    n = conversation(b)
+    before = b.ctx.total_tokens
+    run = [n["a1"], n["t1"]]
+    covered_tokens = sum(b.ctx.items[i].tokens for i in run)
+    summary = fold_summary(b.ctx, "summary:1", run + [n["pinned"], "gone"], "did A", "extractive")
+    assert summary is not None
+    assert summary.role == summary.state == "summary"
+    assert summary.rendered == "[Summary] did A"
+    assert summary.ord == b.ctx.items[n["a1"]].ord - 1
+    order = [i.item_id for i in b.ctx.ordered()]
+    assert order.index("summary:1") == order.index(n["a1"]) - 1
+    assert order.index("summary:1") > order.index(n["user"])
+    for item_id in run:
+        item = b.ctx.items[item_id]
+        assert (item.state, item.merged_into) == ("summarized", "summary:1")
+    assert b.ctx.items[n["pinned"]].state == "full", "locked items are never folded"
+    assert b.ctx.total_tokens == before - covered_tokens + summary.tokens
+    assert b.ctx.assistant_ords[0] == b.ctx.items[n["a2"]].ord, "A1 no longer counts as a turn"
+    rules = {(t.item_id, t.rule, t.to_state) for t in b.ctx.transitions}
+    assert rules == {(i, "summarize", "summarized") for i in run}
+    assert all(t.inputs == "folded into summary:1 by extractive" for t in b.ctx.transitions)
+
+
+def test_the_next_run_starts_after_an_earlier_summary() -> None:
+    b = Builder()
+    n = conversation(b)
+    fold_summary(b.ctx, "summary:1", [n["a1"], n["t1"]], "did A", "extractive")
+    b.ctx.set_locked(b.ctx.items[n["pinned"]], False)
+    request = summary_request(b.ctx, budget(history=0, compact_at=-1))
+    assert ids(request) == [n["pinned"], n["a2"], n["t2"]], "summaries are never re-folded"
+
+
+# ---------------------------------------------------------------- emergency
+
+
+def split_at(share: float, used: int, system: int, policy: Policy) -> Budget:
+    """The smallest window whose history budget is at most ``used / share``."""
+    window = used
+    while True:
+        split = Budget.split(window, system, 0, policy)
+        if split.history and used / split.history <= share:
+            return split
+        window += 1
+
+
+def emergency_fixture() -> tuple[Builder, list[str], list[str]]:
+    b = Builder()
+    b.add("system", "be helpful", is_anchor=True)
+    b.add("user", "task " * 40, is_anchor=True)
+    aged = [aged_tool(b).item_id, aged_tool(b, is_error=True).item_id]
+    full = [i.item_id for i in b.ctx.ordered() if i.state == "full"]
+    return b, aged, full
+
+
+def test_emergency_clearing_over_95_percent() -> None:
+    b, aged, full = emergency_fixture()
+    used = b.ctx.total_tokens - b.ctx.system_tokens
+    split = split_at(0.96, used, b.ctx.system_tokens, b.ctx.policy)
+    assert split.status(used) == "emergency"
+    emergency_clear(b.ctx, split)
+    assert [b.ctx.items[i].state for i in aged] == ["cleared", "cleared"]
+    assert all(b.ctx.items[i].state == "full" for i in full), "only aged items are cleared"
+    assert [(t.rule, t.inputs) for t in b.ctx.transitions if t.to_state == "cleared"] == [
+        ("emergency_clearing", f"history {used} tokens > emergency {split.emergency_at}")
+    ] * 2
+
+
+def test_no_emergency_clearing_at_94_percent() -> None:
+    b, aged, _ = emergency_fixture()
+    used = b.ctx.total_tokens - b.ctx.system_tokens
+    split = split_at(0.94, used, b.ctx.system_tokens, b.ctx.policy)
+    assert split.status(used) == "compact"
+    emergency_clear(b.ctx, split)
+    assert [b.ctx.items[i].state for i in aged] == ["aged", "aged"]
+
+
+def test_emergency_spares_locked_aged_items() -> None:
+    b, aged, _ = emergency_fixture()
+    b.ctx.set_locked(b.ctx.items[aged[0]], True)
+    emergency_clear(b.ctx, budget(history=1, compact_at=0, emergency_at=0))
+    assert [b.ctx.items[i].state for i in aged] == ["aged", "cleared"]
+    assert b.ctx.items[aged[0]].touched_at == T0
