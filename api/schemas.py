@@ -73,10 +73,11 @@ class Checkout(Command):
     version: int | None = Field(None, description="1-based sibling version of node_id")
 
 
-class Branch(Body):
+class Branch(Command):
+    """``expected_version`` is the source session's: branching from an unseen chain is stale."""
+
     node_id: str
     title: str | None = None
-    at: Timestamp | None = None
 
 
 class NodeRef(Command):

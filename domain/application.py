@@ -69,16 +69,27 @@ class CtxStore(Application[UUID]):
     def _command(
         self, session_id: UUID | str, expected_version: int | None, fn: Callable[[Session], T]
     ) -> tuple[T, int]:
+        # A caller that named no version accepts whatever is current, so losing
+        # a race to another writer just means running the command again on the
+        # fresh state; a caller that named one is told it is stale.
+        attempts = 1 if expected_version is not None else 3
         with self._lock:
-            agg = self.session(session_id)
-            try:
-                agg.expect_version(expected_version)
-                result = fn(agg)
-                self._save(agg)
-            except BaseException:
-                self._evict(agg.id)
-                raise
-            return result, agg.version
+            for attempt in range(attempts):
+                agg = self.session(session_id)
+                try:
+                    agg.expect_version(expected_version)
+                    result = fn(agg)
+                    self._save(agg)
+                except errors.StaleVersion:
+                    self._evict(agg.id)
+                    if attempt + 1 == attempts:
+                        raise
+                    continue
+                except BaseException:
+                    self._evict(agg.id)
+                    raise
+                return result, agg.version
+        raise AssertionError("unreachable")
 
     def _save(self, *aggs: Session) -> None:
         try:
@@ -118,11 +129,16 @@ class CtxStore(Application[UUID]):
 
     def branch(
         self, source_session: UUID | str, node_id: str, title: str | None = None,
-        at: datetime | None = None,
+        at: datetime | None = None, expected_version: int | None = None,
     ) -> tuple[UUID, int]:  # fmt: skip
-        """A new session whose history is the source's chain up to ``node_id``."""
+        """A new session whose history is the source's chain up to ``node_id``.
+
+        ``expected_version`` is checked against the source: branching from a
+        chain the caller has not seen is as stale as writing to it.
+        """
         check_label("title", title)
         source = self.session(source_session)
+        source.expect_version(expected_version)
         ref = source.node(node_id)
         agg = Session._create(
             Session.Started,

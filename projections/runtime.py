@@ -75,15 +75,20 @@ class Runtime:
             if self.auto_compact and command in ("append_node", "add_sibling", "attach",
                                                   "merge", "switch_model"):  # fmt: skip
                 session_id = str(args[0]) if args else str(kwargs.get("session_id"))
-                self._auto_compact(session_id)
+                version = self._auto_compact(session_id)
+                if version is not None and isinstance(result, tuple):
+                    result = (result[0], version)  # the version the client must send next
             return result
 
-    def _auto_compact(self, session_id: str) -> None:
+    def _auto_compact(self, session_id: str) -> int | None:
+        """Compact when the new head asks for it; the session's version afterwards."""
         projector = self._projector()
         session = q.session_row(projector, session_id)
         commit_id = q.head_commit_id(projector, session)
-        if commit_id and projector.commits[commit_id].summary_request and not session.running:
-            self.compact(session_id)
+        if commit_id and projector.commits[commit_id].summary_request:
+            version: int = self.compact(session_id)["version"]
+            return version
+        return None
 
     def catch_up(self) -> int:
         with self._lock:

@@ -318,11 +318,6 @@ def test_every_command_answers_session_id_and_version(world: World, name: str) -
         assert body["session_id"] == world.sid and body["version"] == world.version
 
 
-@pytest.mark.xfail(
-    reason="Runtime.execute returns the command's version, not the session's version after "
-    "the auto-compaction it ran (SummaryRecorded), so that version is already stale",
-    strict=False,
-)
 def test_returned_version_is_the_session_version_after_auto_compaction(
     client: TestClient,
 ) -> None:
@@ -460,7 +455,7 @@ def test_finish_without_a_run(world: World) -> None:
     refused(world.client, world.sid, path_for(world, "run_finish"), 409, "agent_not_running", {})
 
 
-STALEABLE = sorted(n for n in COMMANDS if n != "branch")
+STALEABLE = sorted(COMMANDS)
 
 
 @pytest.mark.parametrize("name", STALEABLE)
