@@ -1,0 +1,1 @@
+"""Command-line entry points and tooling around the ctxstore service."""

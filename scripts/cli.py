@@ -1,0 +1,271 @@
+"""The ``ctxstore`` command line.
+
+    ctxstore serve   [--host 127.0.0.1] [--port 8000] [--workers 1] [--db URL]
+    ctxstore demo    [--host] [--port] [--db URL]   # migrate, import the sample, serve
+    ctxstore migrate [--db URL]
+    ctxstore import  FILE.jsonl [--db URL]           # prints the new session id
+    ctxstore export  SESSION_ID [--db URL] [--out FILE]
+    ctxstore replay  SESSION_ID --to VERSION [--db URL]
+    ctxstore worker  [--db URL] [--interval 0.5]     # projections as their own process
+    ctxstore rebuild [--db URL]                      # exit 1 if the digests differ
+
+``--db`` defaults to ``CTXSTORE_DATABASE_URL`` (else ``sqlite:///ctxstore.db``).
+
+Transcripts are JSONL, one command a line after a ``session`` line; the format
+is documented in ``scripts/transcript.py``.  Exports are JSONL too, one event a
+line with sorted keys, so exporting the same session twice gives the same bytes.
+
+Expected failures (unknown session, bad transcript, bad URL) print
+``error: <code>: <message>`` and exit 2; only bugs show a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from eventsourcing.persistence import InterfaceError, OperationalError
+from sqlalchemy.exc import OperationalError as SQLOperationalError
+
+from domain.application import CtxStore
+from domain.errors import DomainError, InvalidCommand
+from domain.store_config import database_url, eventsourcing_env
+from domain.tokens import TokenizerUnavailable
+from scripts import demo, transcript
+from scripts.event_json import export_line
+
+
+class Failed(Exception):
+    """An expected failure: printed as ``error: code: message``, never a traceback."""
+
+    def __init__(self, code: str, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+def _url(args: argparse.Namespace) -> str:
+    url = str(args.db or database_url())
+    try:
+        eventsourcing_env(url)  # refuses a scheme neither store speaks
+    except ValueError as exc:
+        raise Failed("bad_database_url", str(exc)) from None
+    return url
+
+
+def _app(args: argparse.Namespace) -> CtxStore:
+    """The write side alone: export and replay need no projections or tokenizer."""
+    return CtxStore(url=_url(args))
+
+
+def _migrate(url: str) -> None:
+    from projections.migrate import upgrade
+
+    upgrade(url)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True))
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    _migrate(_url(args))
+    print(f"migrated {_url(args)}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    print(transcript.import_file(_url(args), args.file))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    app = _app(args)
+    try:
+        lines = [export_line(event) + "\n" for event in app.session_events(args.session_id)]
+    finally:
+        app.close()
+    if args.out:
+        try:
+            Path(args.out).write_text("".join(lines), encoding="utf-8")
+        except OSError as exc:
+            raise Failed("bad_file", f"{args.out}: {exc.strerror or exc}") from None
+    else:
+        sys.stdout.write("".join(lines))
+    return 0
+
+
+def session_state(session: Any) -> dict[str, Any]:
+    """What ``replay`` prints: the aggregate's state, nodes in seq order."""
+    nodes = sorted(session.nodes.items(), key=lambda item: item[1]["seq"])
+    return {
+        "session_id": str(session.id), "version": session.version, "title": session.title,
+        "model": session.model, "context_window": session.context_window,
+        "branched_from": session.branched_from, "head": session.head,
+        "node_count": len(nodes), "running": session.running, "pinned": list(session.pinned),
+        "nodes": [{"node_id": nid, "seq": raw["seq"], "role": raw["role"],
+                   "parent": raw["parent"], "edge": raw["edge"], "name": raw.get("name")}
+                  for nid, raw in nodes],
+    }  # fmt: skip
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    app = _app(args)
+    try:
+        latest = app.session(args.session_id).version
+        if not 1 <= args.to <= latest:
+            raise InvalidCommand(f"--to must be within 1..{latest} for this session")
+        state = session_state(app.replay(args.session_id, args.to))
+    finally:
+        app.close()
+    _print_json(state)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from projections.runtime import Runtime  # export and replay never load the projections
+
+    runtime = Runtime(_url(args))
+    stopping: list[int] = []
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        stopping.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    print(f"worker: projecting {_url(args)} every {args.interval}s (Ctrl-C stops)", flush=True)
+    try:
+        while not stopping:
+            count = runtime.catch_up()
+            if count:
+                print(f"worker: {count} event(s), position {runtime.position()}", flush=True)
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        runtime.close()
+    return 0
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    from projections.rebuild import rebuild_and_compare
+
+    url = _url(args)
+    _migrate(url)
+    result = rebuild_and_compare(url)
+    _print_json(result)
+    return 0 if result.get("identical") else 1
+
+
+def _serve(url: str, host: str, port: int, workers: int) -> int:
+    import uvicorn
+
+    from domain.tokens import check_tokenizer
+
+    check_tokenizer()  # fail here, with the fix spelled out, not inside a worker
+    _migrate(url)
+    os.environ["CTXSTORE_DATABASE_URL"] = url  # uvicorn workers build the app from env
+    uvicorn.run("api.app:create_app", factory=True, host=host, port=port, workers=workers)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    return _serve(_url(args), args.host, args.port, args.workers)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    url = _url(args)
+    sid, imported = demo.demo_session(url)
+    print(("imported the sample session " if imported else "sample session ") + sid)
+    print(f"database {url}\n\ntry, once the server is up:")
+    print("\n".join(demo.curl_lines(f"http://{args.host}:{args.port}", sid)) + "\n", flush=True)
+    return _serve(url, args.host, args.port, 1)
+
+
+# ------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ctxstore", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, fn: Callable[[argparse.Namespace], int], help: str
+                ) -> argparse.ArgumentParser:  # fmt: skip
+        p = sub.add_parser(name, help=help, description=help)
+        p.add_argument("--db", metavar="URL", help="database URL (default: "
+                       "CTXSTORE_DATABASE_URL, else sqlite:///ctxstore.db)")  # fmt: skip
+        p.set_defaults(fn=fn)
+        return p
+
+    for name, fn, text in (
+        ("serve", cmd_serve, "migrate, then serve the HTTP API"),
+        ("demo", cmd_demo, "migrate, import the sample session, serve"),
+    ):
+        p = command(name, fn, text)
+        p.add_argument("--host", default="127.0.0.1")
+        p.add_argument("--port", type=int, default=8000)
+        if name == "serve":
+            p.add_argument("--workers", type=_positive, default=1)
+    command("migrate", cmd_migrate, "alembic upgrade head for the projection tables")
+    command("import", cmd_import, "import a JSONL transcript; prints the session id"
+            ).add_argument("file", metavar="FILE.jsonl")  # fmt: skip
+    p = command("export", cmd_export, "a session's events as JSONL, one per line")
+    p.add_argument("session_id", metavar="SESSION_ID")
+    p.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    p = command("replay", cmd_replay, "the session as it stood after event VERSION")
+    p.add_argument("session_id", metavar="SESSION_ID")
+    p.add_argument("--to", type=int, required=True, metavar="VERSION")
+    command("worker", cmd_worker, "keep the projections caught up until Ctrl-C"
+            ).add_argument("--interval", type=float, default=0.5)  # fmt: skip
+    command("rebuild", cmd_rebuild, "rebuild every projection and compare digests")
+    return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; its exit status.
+
+    0 ok; 1 rebuild digests differ, or the set-up is broken (no tokenizer
+    files, database unreachable); 2 bad input (unknown session, bad file).
+    """
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # argparse has already printed its usage message
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        status: int = args.fn(args)
+        return status
+    except DomainError as exc:
+        return _fail(exc.code, exc.message)
+    except Failed as exc:
+        return _fail(exc.code, exc.message, exc.status)
+    except TokenizerUnavailable as exc:
+        return _fail("tokenizer_unavailable", str(exc), 1)
+    except (InterfaceError, OperationalError, SQLOperationalError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return _fail("database_unavailable", first, 1)
+
+
+def _fail(code: str, message: str, status: int = 2) -> int:
+    print(f"error: {code}: {message}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,283 @@
+"""Import a session from a JSONL transcript.
+
+The format (one JSON object per line; blank lines are ignored, line numbers
+count every physical line so an error points at the right one)::
+
+    {"type": "session", "title": "Fix the parser", "model": "anthropic:claude-sonnet-4",
+     "context_window": 200000, "at": "2026-01-01T10:00:00Z"}          # line 1, once
+    {"type": "node", "id": "u1", "role": "user", "input": "...", "at": "..."}
+    {"type": "node", "id": "a1", "role": "assistant", "output": "...", "predecessor": "u1"}
+    {"type": "node", "id": "t1", "role": "tool", "name": "read_file", "input": {...},
+     "output": "...", "caller": "a1", "call_id": "call_1", "reads": ["t0"]}
+    {"type": "retry", "of": "a1", "id": "a1b", "output": "..."}   # also "edit"
+    {"type": "checkout", "node": "a1", "version": 2}
+    {"type": "pin", "node": "u1"}                                # also "unpin"
+    {"type": "usage", "request_id": "r1", "input_tokens": 1200, "cache_read": 0,
+     "output_tokens": 80, "head_node": "a1", "provider": "anthropic"}
+    {"type": "run_start", "run_id": "run-1"}   {"type": "run_finish", "status": "completed"}
+    {"type": "model", "model": "openai:gpt-4o", "context_window": 128000}
+
+Each line is one ``CtxStore`` command, so the domain's own rules decide what
+is valid.  Keys per type are fixed: an unknown key is an error (a typo such
+as ``"predecesor"`` would otherwise silently attach a node to HEAD).
+
+* ``id`` becomes the node id verbatim; without one the store makes a UUID.
+* ``predecessor``/``caller`` default the way the API does: to HEAD, and for
+  a tool node to the assistant at (or above) HEAD.
+* ``retry`` and ``edit`` are the same command: a sibling of ``of``; the
+  domain calls it a retry when the content is identical, an edit otherwise.
+* ``at`` is an ISO-8601 time (``Z`` or an offset; a time without one is
+  UTC).  A line without ``at`` happens at the previous line's time, and
+  before any ``at`` at the moment of the import.  Times may not go back:
+  idle clearing measures the gaps between them.
+
+The whole transcript is first run against an in-memory store and only then
+against the real one, so a bad line leaves no half-imported session behind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from domain.application import CtxStore
+from domain.errors import DomainError
+
+JSON = dict[str, Any]
+
+
+class TranscriptError(DomainError):
+    """A transcript line that cannot be read or that the domain refuses."""
+
+    code = "bad_transcript"
+    status = 400
+
+
+class BadFile(DomainError):
+    """The transcript file itself cannot be opened."""
+
+    code = "bad_file"
+    status = 400
+
+
+STR, INT, LIST, DICT, ANY = "a string", "an integer", "a list of strings", "an object", "any"
+# type -> {key: (kind, required)}; "type" and "at" are allowed everywhere.
+SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
+    "session": {"title": (STR, False), "model": (STR, True), "context_window": (INT, False)},
+    "node": {
+        "id": (STR, False), "role": (STR, True), "name": (STR, False), "input": (ANY, False),
+        "output": (ANY, False), "predecessor": (STR, False), "caller": (STR, False),
+        "call_id": (STR, False), "reads": (LIST, False), "metadata": (DICT, False),
+    },
+    "retry": {"of": (STR, True), "id": (STR, False), "name": (STR, False),
+              "input": (ANY, False), "output": (ANY, False), "metadata": (DICT, False)},
+    "checkout": {"node": (STR, True), "version": (INT, False)},
+    "pin": {"node": (STR, True)},
+    "usage": {
+        "request_id": (STR, True), "input_tokens": (INT, True), "cache_read": (INT, False),
+        "output_tokens": (INT, False), "provider": (STR, False), "head_node": (STR, False),
+    },
+    "run_start": {"run_id": (STR, False)},
+    "run_finish": {"status": (STR, False)},
+    "model": {"model": (STR, True), "context_window": (INT, False)},
+}  # fmt: skip
+ALIASES = {"edit": "retry", "unpin": "pin"}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One transcript line, checked for shape, with its time resolved."""
+
+    line: int
+    type: str
+    fields: JSON
+    at: datetime
+
+
+def parse_time(text: Any, line: int) -> datetime:
+    if not isinstance(text, str):
+        raise TranscriptError(f"line {line}: 'at' must be an ISO-8601 string", line=line)
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise TranscriptError(f"line {line}: 'at' is not an ISO-8601 time: {text!r}",
+                              line=line) from None  # fmt: skip
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _check(kind: str, value: Any) -> bool:
+    if kind == STR:
+        return isinstance(value, str)
+    if kind == INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == LIST:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if kind == DICT:
+        return isinstance(value, dict)
+    return True
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # json.loads would accept NaN and Infinity
+
+
+def _record(raw: str, line: int) -> JSON:
+    try:
+        record = json.loads(raw, parse_constant=_no_constants)
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(f"line {line}: not valid JSON: {exc.msg} (column {exc.colno})",
+                              line=line) from None  # fmt: skip
+    except ValueError as exc:
+        raise TranscriptError(f"line {line}: not valid JSON: {exc}", line=line) from None
+    if not isinstance(record, dict):
+        raise TranscriptError(f"line {line}: expected a JSON object", line=line)
+    kind = record.get("type")
+    if not isinstance(kind, str) or (kind not in SCHEMA and kind not in ALIASES):
+        known = ", ".join(sorted([*SCHEMA, *ALIASES]))
+        raise TranscriptError(f"line {line}: unknown type {kind!r} (one of: {known})", line=line)
+    schema = SCHEMA[ALIASES.get(kind, kind)]
+    unknown = sorted(set(record) - set(schema) - {"type", "at"})
+    if unknown:
+        raise TranscriptError(f"line {line}: unknown key(s) for {kind!r}: {', '.join(unknown)}",
+                              line=line)  # fmt: skip
+    for key, (expected, required) in schema.items():
+        if key not in record:
+            if required:
+                raise TranscriptError(f"line {line}: {kind!r} needs {key!r}", line=line)
+        elif not (_check(expected, record[key]) or (record[key] is None and not required)):
+            raise TranscriptError(f"line {line}: {key!r} must be {expected}", line=line)
+    return record
+
+
+def parse(lines: Iterable[str], now: datetime | None = None) -> list[Step]:
+    """Every line as a ``Step``; the first is the ``session`` line."""
+    records: list[tuple[int, str, JSON, datetime | None]] = []
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        record = _record(raw, number)
+        kind = record.pop("type")
+        if not records and kind != "session":
+            raise TranscriptError(f"line {number}: the first line must be the 'session' line, "
+                                  f"not {kind!r}", line=number)  # fmt: skip
+        if records and kind == "session":
+            raise TranscriptError(f"line {number}: a second 'session' line (the first is line "
+                                  f"{records[0][0]})", line=number)  # fmt: skip
+        at = parse_time(record.pop("at"), number) if "at" in record else None
+        records.append((number, kind, record, at))
+    if not records:
+        raise TranscriptError("line 1: empty transcript: expected a 'session' line", line=1)
+    # Lines before the first explicit time share it, so a session line without
+    # "at" does not start at the import's wall clock and then jump backwards.
+    first = next((at for *_, at in records if at is not None), None)
+    clock = first or now or datetime.now(UTC)
+    clock_line = records[0][0]
+    steps: list[Step] = []
+    for number, kind, fields, at in records:
+        if at is not None:
+            if at < clock:
+                raise TranscriptError(f"line {number}: 'at' goes back in time (before line "
+                                      f"{clock_line})", line=number)  # fmt: skip
+            clock, clock_line = at, number
+        steps.append(Step(number, kind, fields, clock))
+    return steps
+
+
+def read(path: str | Path) -> list[Step]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return parse(handle)
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise BadFile(f"{path}: {exc.strerror or exc}") from None
+
+
+def _commands(app: CtxStore, sid: UUID) -> dict[str, Callable[[JSON, datetime], Any]]:
+    def node(f: JSON, at: datetime) -> Any:
+        kwargs = {k: v for k, v in f.items() if k != "id"}
+        return app.append_node(sid, node_id=f.get("id"), at=at, **kwargs)
+
+    def retry(f: JSON, at: datetime) -> Any:
+        kwargs = {k: v for k, v in f.items() if k not in ("of", "id")}
+        return app.add_sibling(sid, f["of"], node_id=f.get("id"), at=at, **kwargs)
+
+    return {
+        "node": node,
+        "retry": retry,
+        "edit": retry,
+        "checkout": lambda f, at: app.checkout(sid, f["node"], f.get("version"), at=at),
+        "pin": lambda f, at: app.pin(sid, f["node"], at=at),
+        "unpin": lambda f, at: app.unpin(sid, f["node"], at=at),
+        "usage": lambda f, at: app.measure_usage(
+            sid, at=at, **{k: v for k, v in f.items() if v is not None}
+        ),
+        "run_start": lambda f, at: app.start_run(sid, f.get("run_id"), at=at),
+        "run_finish": lambda f, at: app.finish_run(sid, f.get("status") or "completed", at=at),
+        "model": lambda f, at: app.switch_model(sid, f["model"], f.get("context_window"), at=at),
+    }
+
+
+def apply(app: CtxStore, steps: list[Step]) -> UUID:
+    """Run the steps as commands on ``app``; the new session's id."""
+    head, *rest = steps
+    try:
+        sid, _ = app.start_session(title=head.fields.get("title") or "",
+                                   model=head.fields["model"],
+                                   context_window=head.fields.get("context_window"),
+                                   at=head.at)  # fmt: skip
+    except DomainError as exc:
+        raise _at_line(exc, head.line) from None
+    commands = _commands(app, sid)
+    for step in rest:
+        try:
+            commands[step.type](step.fields, step.at)
+        except DomainError as exc:
+            raise _at_line(exc, step.line) from None
+    return sid
+
+
+def _at_line(exc: DomainError, line: int) -> DomainError:
+    """The same refusal (same class and code), its message prefixed with the line."""
+    exc.message = f"line {line}: {exc.message}"
+    exc.args = (exc.message,)
+    exc.details = {**exc.details, "line": line}
+    return exc
+
+
+def import_transcript(app: CtxStore, steps: list[Step]) -> UUID:
+    """Validate against an in-memory store, then import for real.
+
+    The rehearsal runs every command through the same application service,
+    so whatever the domain refuses is refused before a single event reaches
+    the real store.
+    """
+    rehearsal = CtxStore(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    try:
+        apply(rehearsal, steps)
+    finally:
+        rehearsal.close()
+    return apply(app, steps)
+
+
+def import_file(url: str, path: str | Path) -> str:
+    """Import a transcript file into the store at ``url``; the new session's id.
+
+    The projections catch up before this returns, so the session's context
+    is ready to serve (and to check) the moment the id is printed.
+    """
+    from projections.runtime import Runtime  # the parser and rehearsal need no projections
+
+    steps = read(path)
+    runtime = Runtime(url)
+    try:
+        sid = import_transcript(runtime.app, steps)
+        runtime.catch_up()
+    finally:
+        runtime.close()
+    return str(sid)

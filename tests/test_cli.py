@@ -1,0 +1,211 @@
+"""The ``ctxstore`` command line, run in-process through ``scripts.cli.main``.
+
+These go through the real stores (never mocks): a transcript imported by the
+CLI must export byte-identically every time, replay to any position, and a
+bad line must be refused by number without leaving half a session behind.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from domain.application import CtxStore
+from scripts import cli, demo, transcript
+
+SAMPLE = Path(cli.__file__).resolve().parent / "sample_session.jsonl"
+
+SMALL = [
+    {"type": "session", "title": "small", "model": "openai:gpt-4o", "at": "2026-01-01T10:00:00Z"},
+    {"type": "node", "id": "u1", "role": "user", "input": "Fix it."},
+    {"type": "node", "id": "a1", "role": "assistant", "output": "Reading.", "predecessor": "u1",
+     "at": "2026-01-01T10:01:00Z"},
+    {"type": "node", "id": "t1", "role": "tool", "name": "read_file", "input": {"path": "x.py"},
+     "output": "print(1)", "caller": "a1", "at": "2026-01-01T10:01:05"},
+    {"type": "pin", "node": "u1"},
+    {"type": "usage", "request_id": "r1", "input_tokens": 120, "output_tokens": 9},
+    {"type": "node", "id": "a2", "role": "assistant", "output": "Done.", "predecessor": "a1"},
+    {"type": "retry", "of": "a2", "id": "a2b", "output": "Done."},
+    {"type": "checkout", "node": "a2"},
+    {"type": "model", "model": "anthropic:claude-sonnet-4"},
+]  # fmt: skip
+
+
+def write(path: Path, records: list[object], raw: dict[int, str] | None = None) -> Path:
+    """A transcript file; ``raw`` replaces the given (1-based) lines verbatim."""
+    lines = [json.dumps(r) for r in records]
+    for number, text in (raw or {}).items():
+        lines[number - 1] = text
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/x.db"
+
+
+def imported(capsys: pytest.CaptureFixture[str], db: str, path: Path) -> str:
+    status, out, err = run(capsys, "import", str(path), "--db", db)
+    assert status == 0, err
+    return out.strip()
+
+
+def test_import_then_export_is_byte_identical(
+    capsys: pytest.CaptureFixture[str], store_url: str, tmp_path: Path
+) -> None:
+    sid = imported(capsys, store_url, SAMPLE)
+    first = run(capsys, "export", sid, "--db", store_url)
+    again = run(capsys, "export", sid, "--db", store_url)
+    assert first[0] == again[0] == 0
+    assert first[1] == again[1]
+    out = tmp_path / "export.jsonl"
+    assert run(capsys, "export", sid, "--db", store_url, "--out", str(out))[0] == 0
+    assert out.read_bytes() == first[1].encode()
+
+    lines = first[1].splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [line for line in lines] == [json.dumps(r, sort_keys=True, separators=(",", ":"))
+                                        for r in records]  # fmt: skip
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    assert all(set(r) == {"seq", "type", "timestamp", "data"} for r in records)
+    started = records[0]
+    assert started["type"] == "SessionStarted"
+    assert started["timestamp"] == "2026-03-02T09:00:00+00:00"
+    assert started["data"]["model"] == "openai:gpt-4o"
+    source = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
+    node_ids = [r["data"]["node_id"] for r in records if r["type"] == "NodeAppended"]
+    expected = [r["id"] for r in source if r["type"] == "node"]
+    assert [n for n in node_ids if n in expected] == expected  # ids verbatim, in order
+    kinds = {r["type"] for r in records}
+    assert {"NodeAppended", "NodePinned", "UsageMeasured", "HeadMoved", "AgentRunStarted",
+            "AgentRunFinished", "ModelSwitched"} <= kinds  # fmt: skip
+    retry = next(r for r in records if r["data"].get("sibling_of"))
+    assert retry["data"]["version_kind"] == "retry"
+
+
+def test_import_catches_the_projections_up(capsys: pytest.CaptureFixture[str], db: str,
+                                           tmp_path: Path) -> None:  # fmt: skip
+    from projections.store import ProjectionStore
+
+    imported(capsys, db, write(tmp_path / "t.jsonl", SMALL))
+    app, store = CtxStore(url=db), ProjectionStore(db)
+    try:
+        assert store.position() == app.recorder.max_notification_id()
+    finally:
+        store.close()
+        app.close()
+
+
+def test_replay_to_a_position(capsys: pytest.CaptureFixture[str], db: str,
+                              tmp_path: Path) -> None:  # fmt: skip
+    sid = imported(capsys, db, write(tmp_path / "t.jsonl", SMALL))
+    status, out, _ = run(capsys, "replay", sid, "--to", "4", "--db", db)
+    assert status == 0
+    state = json.loads(out)
+    assert state["version"] == 4 and state["head"] == "t1" and state["node_count"] == 3
+    assert [(n["node_id"], n["role"], n["parent"]) for n in state["nodes"]] == [
+        ("u1", "user", None),
+        ("a1", "assistant", "u1"),
+        ("t1", "tool", "a1"),
+    ]
+    assert state["pinned"] == [] and state["running"] is None
+    assert state["model"] == "openai:gpt-4o"
+
+    state = json.loads(run(capsys, "replay", sid, "--to", "10", "--db", db)[1])
+    assert state["head"] == "a2" and state["pinned"] == ["u1"] and state["node_count"] == 5
+    assert state["model"] == "anthropic:claude-sonnet-4"
+
+    status, _, err = run(capsys, "replay", sid, "--to", "11", "--db", db)
+    assert status == 2 and "error: invalid_command: --to must be within 1..10" in err
+
+
+def test_times_parse_to_aware_datetimes_and_carry_forward(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
+) -> None:
+    sid = imported(capsys, db, write(tmp_path / "t.jsonl", SMALL))
+    records = [json.loads(x) for x in run(capsys, "export", sid, "--db", db)[1].splitlines()]
+    times = {r["data"]["node_id"]: r["timestamp"] for r in records if r["type"] == "NodeAppended"}
+    assert times["u1"] == "2026-01-01T10:00:00+00:00"  # no "at": the previous line's time
+    assert times["t1"] == "2026-01-01T10:01:05+00:00"  # no zone: UTC
+    assert times["a2b"] == "2026-01-01T10:01:05+00:00"
+
+
+@pytest.mark.parametrize(
+    ("line", "text", "expected"),
+    [
+        (3, "{not json", "bad_transcript: line 3: not valid JSON"),
+        (2, '{"type": "nod", "role": "user"}', "bad_transcript: line 2: unknown type 'nod'"),
+        (3, '{"type": "node", "role": "user", "predecesor": "u1"}',
+         "bad_transcript: line 3: unknown key(s) for 'node': predecesor"),
+        (6, '{"type": "usage", "request_id": "r1", "input_tokens": "many"}',
+         "bad_transcript: line 6: 'input_tokens' must be an integer"),
+        (4, '{"type": "node", "id": "t1", "role": "tool", "caller": "nobody"}',
+         "node_not_found: line 4: unknown node 'nobody'"),
+        (5, '{"type": "pin", "node": "u1", "at": "2025-12-31T00:00:00Z"}',
+         "bad_transcript: line 5: 'at' goes back in time (before line 4)"),
+        (1, '{"type": "node", "role": "user"}',
+         "bad_transcript: line 1: the first line must be the 'session' line"),
+        (7, '{"type": "session", "model": "a:b"}', "bad_transcript: line 7: a second 'session'"),
+    ],
+)  # fmt: skip
+def test_a_bad_line_is_refused_by_number_and_stores_nothing(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path, line: int, text: str,
+    expected: str,
+) -> None:  # fmt: skip
+    path = write(tmp_path / "bad.jsonl", SMALL, {line: text})
+    status, out, err = run(capsys, "import", str(path), "--db", db)
+    assert status == 2 and out == ""
+    assert err.startswith("error: ") and expected in err, err
+    assert "Traceback" not in err
+    app = CtxStore(url=db)
+    try:
+        assert not app.recorder.max_notification_id()  # the rehearsal refused it first
+    finally:
+        app.close()
+
+
+def test_unknown_session_or_file_exits_2(capsys: pytest.CaptureFixture[str], db: str,
+                                         tmp_path: Path) -> None:  # fmt: skip
+    assert run(capsys, "migrate", "--db", db)[0] == 0
+    for argv in (["export", "00000000-0000-0000-0000-000000000000"], ["export", "nope"],
+                 ["replay", "00000000-0000-0000-0000-000000000000", "--to", "1"]):  # fmt: skip
+        status, out, err = run(capsys, *argv, "--db", db)
+        assert status == 2 and out == "" and err.startswith("error: session_not_found: ")
+    status, _, err = run(capsys, "import", str(tmp_path / "missing.jsonl"), "--db", db)
+    assert status == 2 and "error: bad_file: " in err and "missing.jsonl" in err
+    status, _, err = run(capsys, "export", "x", "--db", "mysql://nowhere/db")
+    assert status == 2 and "error: bad_database_url: " in err
+    assert run(capsys, "replay", "x", "--db", db)[0] == 2  # --to is required
+
+
+def test_demo_imports_the_sample_once(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    sid, fresh = demo.demo_session(db)
+    again, fresh_again = demo.demo_session(db)
+    assert (again, fresh, fresh_again) == (sid, True, False)
+    status, out, _ = run(capsys, "replay", sid, "--to", "1", "--db", db)
+    assert status == 0 and json.loads(out)["title"].startswith("durations")
+
+
+def test_rebuild_reports_identical_digests(capsys: pytest.CaptureFixture[str], db: str,
+                                           tmp_path: Path) -> None:  # fmt: skip
+    imported(capsys, db, write(tmp_path / "t.jsonl", SMALL))
+    status, out, _ = run(capsys, "rebuild", "--db", db)
+    result = json.loads(out)
+    assert status == 0 and result["identical"] is True and result["events"] > 0
+
+
+def test_transcript_without_any_time_uses_one_import_clock() -> None:
+    steps = transcript.parse([json.dumps(r) for r in SMALL[:2]] + [""])
+    assert len(steps) == 2 and steps[0].at == steps[1].at
+    untimed = [{k: v for k, v in r.items() if k != "at"} for r in SMALL[:3]]
+    steps = transcript.parse(json.dumps(r) for r in untimed)
+    assert len({s.at for s in steps}) == 1 and steps[0].at.tzinfo is not None
