@@ -68,15 +68,27 @@ def expand_attach(projector: Projector, ctx: WorkingContext, node: NodeRow) -> N
     ctx.add(_marker(node, "close", "[End of attached context]", key, at, ctx.next_ord()))
 
 
+def _expansion(item: Item) -> str:
+    """The attach node whose expansion an attached item belongs to."""
+    return item.item_id.split(":", 1)[0]
+
+
 def merge_peers(projector: Projector, ctx: WorkingContext, peer_commits: list[str]) -> None:
+    owners: dict[str, str] = {}  # attach source -> the expansion staged under this head
     for item in ctx.ordered():
         if not item.base_locked:
             item.base_locked = True
             ctx.set_locked(item, True)
+        if item.attached_from:
+            owners.setdefault(item.attached_from, _expansion(item))
     for commit_id in peer_commits:
         for item in projector.items_of(commit_id):
             if item.item_id in ctx.items:
                 continue
+            if item.attached_from:  # a source the base (or an earlier peer) staged: once
+                owner = owners.setdefault(item.attached_from, _expansion(item))
+                if owner != _expansion(item):
+                    continue
             peer = _copy(item, item.item_id, ctx.next_ord(), item.attached_from)
             peer.merged_into = item.merged_into
             ctx.add(peer)

@@ -18,7 +18,7 @@ from domain import events as ev
 from domain.context import Item
 from domain.policy import Policy
 from domain.working_context import WorkingContext
-from projections.context_commit import build, items_from_rows
+from projections.context_commit import build, copy_item, items_from_rows
 from projections.dag_index import DagIndex
 from projections.expansion import expand_attach, merge_peers
 from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow
@@ -53,7 +53,7 @@ class Projector:
         """A commit's items as copies, leaving any warm context untouched."""
         ctx = self.contexts.get(commit_id)
         if ctx is not None:
-            return [item.copy() for item in ctx.ordered()]
+            return [copy_item(item) for item in ctx.ordered()]
         meta = self.commits[commit_id]
         return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id)
 
@@ -185,6 +185,7 @@ class Projector:
         """What is new under ``node`` relative to the base, and what a retry superseded."""
         visible = self.dag.visible(node)
         wanted = {n.node_id for n in visible}
+        slots = {(n.parent, n.call_id or n.node_id) for n in visible if n.role == "tool"}
         present: set[str] = set()
         removes: list[str] = []
         if base_id is not None:
@@ -193,8 +194,11 @@ class Projector:
                     continue
                 present.add(item.item_id)
                 src = self.dag.nodes.get(item.source_node_id)
-                if src is not None and src.role == "tool" and item.item_id not in wanted:
-                    removes.append(item.item_id)  # a newer version of this call is visible
+                if (src is not None and src.role == "tool" and item.item_id not in wanted
+                        and (src.parent, src.call_id or src.node_id) in slots):  # fmt: skip
+                    # a newer version of this call is visible; a tool no version of
+                    # which is on this chain came in with a merge peer and stays
+                    removes.append(item.item_id)
         return [n for n in visible if n.node_id not in present], removes
 
     def recommit_head(self, info: EventInfo, session: SessionRow,

@@ -1,0 +1,303 @@
+"""ContextCommit projection, example by example, on SQLite and PostgreSQL.
+
+Commands go through a real ``Runtime`` with explicit event times; the
+projection is read back through its queries (``head_commit``, ``timeline``,
+``explain``).  Crash safety lives in ``test_crash_safety.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from domain.policy import Policy
+from projections.runtime import Runtime
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+MODEL = "openai:gpt-4o"
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+@pytest.fixture
+def rt(store_url: str) -> Iterator[Runtime]:
+    runtime = Runtime(store_url, auto_compact=False)
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+def start(rt: Runtime, title: str = "t", model: str = MODEL) -> str:
+    sid, _ = rt.execute("start_session", title, model, at=T0)
+    return str(sid)
+
+
+def add(rt: Runtime, sid: str, role: str, text: Any = None, minute: float = 0,
+        **kw: Any) -> str:  # fmt: skip
+    field = "input" if role in ("user", "system") else "output"
+    kw.setdefault(field, text if text is not None else f"{role} text")
+    node, _ = rt.execute("append_node", sid, role=role, at=at(minute), **kw)
+    return str(node)
+
+
+def items(rt: Runtime, sid: str) -> list[dict[str, Any]]:
+    return list(rt.head_commit(sid)["items"])
+
+
+def ids(rt: Runtime, sid: str) -> list[str]:
+    return [i["item_id"] for i in items(rt, sid)]
+
+
+def by_id(rt: Runtime, sid: str) -> dict[str, dict[str, Any]]:
+    return {i["item_id"]: i for i in items(rt, sid)}
+
+
+# ------------------------------------------------------------ incremental
+
+
+def test_each_commit_builds_on_the_previous_heads_commit(rt: Runtime) -> None:
+    sid = start(rt)
+    nodes = [add(rt, sid, "system", "be brief"), add(rt, sid, "user", "hi", 1)]
+    nodes += [add(rt, sid, "assistant", "hello", 2)]
+    nodes += [add(rt, sid, "tool", name="grep", input={"q": "x"}, minute=3)]
+    nodes += [add(rt, sid, "assistant", "found it", 4)]
+    line = rt.timeline(sid)
+    assert [c["head_node_id"] for c in line] == nodes
+    assert line[0]["parent_ids"] == []
+    for parent, child in zip(line, line[1:], strict=False):
+        assert child["parent_ids"] == [parent["commit_id"]]
+    head = rt.head_commit(sid)
+    assert head["id"] == line[-1]["commit_id"]
+    assert [i["source_node_id"] for i in head["items"]] == nodes
+    assert head["rules_version"] == rt.policy.rules_version
+    assert head["event_id"] == f"{sid}:{head['event_seq']}"
+
+
+def test_every_tool_under_one_assistant_is_visible(rt: Runtime) -> None:
+    sid = start(rt)
+    add(rt, sid, "user", "look around")
+    caller = add(rt, sid, "assistant", "three calls", 1)
+    tools = [add(rt, sid, "tool", name=f"t{n}", input={"n": n}, output=f"r{n}", minute=2)
+             for n in range(3)]  # fmt: skip
+    assert ids(rt, sid)[-3:] == tools
+    nxt = add(rt, sid, "assistant", "all read", 3)
+    assert ids(rt, sid)[-5:] == [caller, *tools, nxt]
+    uses = [b["id"] for m in rt.rendered(sid, "anthropic")["request"]["messages"]
+            for b in m["content"] if b["type"] == "tool_use"]  # fmt: skip
+    assert uses == tools
+
+
+def test_a_tool_retry_replaces_the_older_version(rt: Runtime) -> None:
+    sid = start(rt)
+    add(rt, sid, "user", "go")
+    caller = add(rt, sid, "assistant", "two calls", 1)
+    first = add(rt, sid, "tool", name="read", input={"f": 1}, output="old", minute=2)
+    second = add(rt, sid, "tool", name="read", input={"f": 2}, output="two", minute=2)
+    after = add(rt, sid, "assistant", "thinking", 3)
+    retry, _ = rt.execute("add_sibling", sid, of=first, input={"f": 1}, output="old", at=at(4))
+    assert [n["version_kind"] for n in rt.dag(sid)["nodes"] if n["node_id"] == retry] == ["retry"]
+    view = by_id(rt, sid)
+    assert retry in view and first not in view and second in view
+    assert after not in view, "the retry's head does not see later turns"
+    assert rt.head_commit(sid)["parent_ids"] == [rt.timeline(sid)[1]["commit_id"]]
+    assert caller in view
+    # back on the old path, the next commit sees the newest version of the call
+    rt.execute("checkout", sid, after, at=at(5))
+    add(rt, sid, "user", "continue", 6)
+    view = by_id(rt, sid)
+    assert retry in view and first not in view and second in view and after in view
+
+
+def test_an_edit_of_a_message_is_a_sibling_with_its_own_commit(rt: Runtime) -> None:
+    sid = start(rt)
+    question = add(rt, sid, "user", "first wording")
+    answer = add(rt, sid, "assistant", "answer", 1)
+    edit, _ = rt.execute("add_sibling", sid, of=question, input="second wording", at=at(2))
+    assert ids(rt, sid) == [edit]
+    rt.execute("checkout", sid, answer, at=at(3))
+    assert ids(rt, sid) == [question, answer]
+
+
+# ------------------------------------------------------------------ branch
+
+
+def test_a_branch_sessions_first_commit_includes_the_source_chain(rt: Runtime) -> None:
+    src = start(rt, "source")
+    chain = [add(rt, src, "system", "sys"), add(rt, src, "user", "q", 1)]
+    chain += [add(rt, src, "assistant", "a1", 2)]
+    later_tool = add(rt, src, "tool", name="grep", input={}, output="hit", minute=3)
+    later = add(rt, src, "assistant", "a2", 4)
+    branch, _ = rt.execute("branch", src, chain[-1], at=at(5))
+    own = add(rt, str(branch), "user", "in the branch", 6)
+    head = rt.head_commit(str(branch))
+    assert [i["item_id"] for i in head["items"]] == [*chain, own]
+    assert later_tool not in ids(rt, str(branch)) and later not in ids(rt, str(branch))
+    source_commit = {c["head_node_id"]: c["commit_id"] for c in rt.timeline(src)}[chain[-1]]
+    assert head["parent_ids"] == [source_commit]
+    assert head["session_id"] == str(branch)
+    assert items(rt, str(branch))[1]["is_anchor"], "the source's first user is still an anchor"
+
+
+# ------------------------------------------------------------------ attach
+
+
+def test_attach_copies_the_source_commit_between_markers(rt: Runtime) -> None:
+    src = start(rt, "source")
+    question = add(rt, src, "user", "their question")
+    add(rt, src, "assistant", "their answer", 1)
+    sid = start(rt)
+    add(rt, sid, "user", "mine", 2)
+    node, _ = rt.execute("attach", sid, src, at=at(3))
+    block = [i for i in items(rt, sid) if i["attached_from"]]
+    assert [i["role"] for i in block] == ["marker", "user", "assistant", "marker"]
+    assert block[1]["item_id"] == f"{node}:{question}"
+    assert not block[1]["is_anchor"]
+    rt.execute("attach", sid, src, at=at(4))
+    assert sum(1 for i in items(rt, sid) if i["attached_from"]) == 4, "same source: once"
+
+
+def test_attach_falls_back_to_one_user_item_when_the_source_cannot_be_loaded(
+    rt: Runtime,
+) -> None:
+    src = start(rt, "source")
+    sid = start(rt)
+    add(rt, sid, "user", "mine")
+    # An AttachStaged whose commit and source head have no commit in the projection.
+    node, _ = rt.app._command(sid, None, lambda s: s.stage_attach(src, "ghost-head", None, at(1)))
+    rt.catch_up()
+    [fallback] = [i for i in items(rt, sid) if i["attached_from"]]
+    assert fallback["item_id"] == f"{node}:fallback"
+    assert (fallback["role"], fallback["state"]) == ("user", "full")
+    assert fallback["attached_from"] == f"{src}:ghost-head"
+    assert "could not be loaded" in fallback["rendered"]
+    texts = [m["content"] for m in rt.rendered(sid, "openai")["request"]["messages"]]
+    assert any("could not be loaded" in t for t in texts if isinstance(t, str))
+
+
+# ------------------------------------------------------------------- merge
+
+
+def two_heads(rt: Runtime) -> tuple[str, dict[str, str]]:
+    sid = start(rt)
+    n = {"user": add(rt, sid, "user", "task")}
+    n["a1"] = add(rt, sid, "assistant", "plan", 1)
+    n["peer_a"] = add(rt, sid, "assistant", "peer attempt", 2, predecessor=n["a1"])
+    n["peer_t"] = add(rt, sid, "tool", name="grep", input={"q": 1}, output="hit", minute=3)
+    rt.execute("checkout", sid, n["a1"], at=at(4))
+    n["base"] = add(rt, sid, "user", "base path", 5)
+    return sid, n
+
+
+def test_a_merge_commit_locks_the_base_and_has_several_parents(rt: Runtime) -> None:
+    sid, n = two_heads(rt)
+    commits = {c["head_node_id"]: c["commit_id"] for c in rt.timeline(sid)}
+    merge, _ = rt.execute("merge", sid, [{"node_id": n["peer_t"]}], at=at(6))
+    head = rt.head_commit(sid)
+    assert head["head_node_id"] == merge
+    assert head["parent_ids"] == [commits[n["base"]], commits[n["peer_t"]]]
+    view = {i["item_id"]: i for i in head["items"]}
+    assert list(view) == [n["user"], n["a1"], n["base"], n["peer_a"], n["peer_t"]]
+    for key in ("user", "a1", "base"):
+        assert view[n[key]]["locked"] and view[n[key]]["base_locked"]
+    for key in ("peer_a", "peer_t"):
+        assert not view[n[key]]["locked"]
+    add(rt, sid, "assistant", "merged", 7)
+    after = by_id(rt, sid)
+    assert after[n["base"]]["base_locked"] and not after[n["peer_t"]]["locked"]
+    assert len(rt.head_commit(sid)["parent_ids"]) == 1
+
+
+def test_an_edit_after_a_merge_keeps_the_peers_items(rt: Runtime) -> None:
+    sid, n = two_heads(rt)
+    rt.execute("merge", sid, [{"node_id": n["peer_t"]}], at=at(6))
+    later = add(rt, sid, "assistant", "merged", 7)
+    before = set(ids(rt, sid)) - {later}
+    edit, _ = rt.execute("add_sibling", sid, of=later, output="merged, reworded", at=at(8))
+    assert set(ids(rt, sid)) == before | {edit}
+
+
+def test_a_merge_does_not_expand_the_same_attach_twice(rt: Runtime) -> None:
+    src = start(rt, "source")
+    add(rt, src, "user", "their question")
+    sid = start(rt)
+    add(rt, sid, "user", "mine")
+    fork = add(rt, sid, "assistant", "fork", 1)
+    peer, _ = rt.execute("attach", sid, src, at=at(2))
+    rt.execute("checkout", sid, fork, at=at(3))
+    add(rt, sid, "user", "other path", 4)
+    rt.execute("attach", sid, src, at=at(5))
+    rt.execute("merge", sid, [{"node_id": peer}], at=at(6))
+    opens = [i for i in items(rt, sid) if i["item_id"].endswith(":open")]
+    assert len(opens) == 1
+
+
+# ----------------------------------------------------------------- summary
+
+
+def test_a_recorded_summary_folds_its_run_and_sits_before_it(rt: Runtime) -> None:
+    sid = start(rt)
+    add(rt, sid, "system", "sys")
+    add(rt, sid, "user", "task", 1)
+    run = [add(rt, sid, "assistant", "a1", 2)]
+    run += [add(rt, sid, "tool", name="ls", output="x", minute=3)]
+    run += [add(rt, sid, "assistant", "a2", 4)]
+    for minute in range(5, 9):
+        add(rt, sid, "assistant", f"turn {minute}", minute)
+    commit = rt.head_commit(sid)["id"]
+    summary, _ = rt.execute("record_summary", sid, covered=run, text="did a1 and a2",
+                            summarizer="test", commit=commit, at=at(10))  # fmt: skip
+    head = rt.head_commit(sid)
+    assert head["parent_ids"] == [commit]
+    order = [i["item_id"] for i in head["items"]]
+    assert order.index(summary) == order.index(run[0]) - 1
+    view = {i["item_id"]: i for i in head["items"]}
+    assert view[summary]["rendered"] == "[Summary] did a1 and a2"
+    assert view[summary]["state"] == "summary"
+    for item_id in run:
+        assert (view[item_id]["state"], view[item_id]["merged_into"]) == ("summarized", summary)
+    rendered = rt.rendered(sid, "neutral")["request"]["messages"]
+    assert rendered[1]["content"][0]["text"] == "[Summary] did a1 and a2"
+    assert head["total_tokens"] < rt.commit(sid, commit)["total_tokens"]
+
+
+# ----------------------------------------------------------------- explain
+
+
+def test_explain_returns_the_whole_transition_history(store_url: str) -> None:
+    policy = Policy(tail_turns=1)
+    rt = Runtime(store_url, policy=policy, auto_compact=False)
+    try:
+        sid = start(rt)
+        add(rt, sid, "user", "task")
+        add(rt, sid, "assistant", "reading", 1)
+        tool = add(rt, sid, "tool", name="cat", input={"f": "big"}, output="L\n" * 3000, minute=2)
+        add(rt, sid, "assistant", "a2", 3)
+        add(rt, sid, "assistant", "a3", 4)
+        add(rt, sid, "assistant", "a4", 70)
+        out = rt.explain(sid, tool)
+        rows = out["transitions"]
+        assert [(r["rule"], r["from_state"], r["to_state"]) for r in rows] == [
+            ("per_item_cap", "full", "full"),
+            ("tool_aging", "full", "aged"),
+            ("idle_clearing", "aged", "cleared"),
+        ]
+        assert rows[0]["inputs"] == "result 6000 chars > cap 4000; cut 2000"
+        assert rows[1]["inputs"] == "assistant turns since: 2 > tail 1"
+        assert rows[2]["inputs"] == "untouched for 68.0 min > 60 min"
+        commits = {c["commit_id"]: c for c in rt.timeline(sid)}
+        for row in rows:
+            assert row["rules_version"] == policy.rules_version
+            assert row["item_id"] == tool
+            assert row["event_id"] == f"{sid}:{row['event_seq']}"
+            assert commits[row["commit_id"]]["event_seq"] == row["event_seq"]
+        assert [r["event_seq"] for r in rows] == sorted({r["event_seq"] for r in rows})
+        assert out["current"]["state"] == "cleared"
+        assert out["current"]["reason"] == "untouched for 68.0 min > 60 min"
+    finally:
+        rt.close()
