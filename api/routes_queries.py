@@ -46,6 +46,11 @@ async def events(request: Request) -> Response:
                          "next_after": last, "has_more": has_more})  # fmt: skip
 
 
+async def sessions(request: Request) -> Response:
+    _no_query(request)
+    return JSONResponse({"sessions": await _query(request, "sessions")})
+
+
 async def dag(request: Request) -> Response:
     _no_query(request)
     return JSONResponse(await _query(request, "dag", request.path_params["sid"]))
@@ -124,6 +129,7 @@ async def health(request: Request) -> Response:
 
 S = "/sessions/{sid}"
 ENDPOINTS = [
+    Endpoint("GET", "/sessions", sessions, "Every session, oldest first"),
     Endpoint("GET", f"{S}/events", events, "The replay feed, paged by originator version",
              query=s.EventsQuery),
     Endpoint("GET", f"{S}/dag", dag, "Every node with its edges and sibling versions"),

@@ -44,7 +44,11 @@ class CtxStore(Application[UUID]):
     def __init__(self, env: Mapping[str, str] | None = None, url: str | None = None) -> None:
         merged: dict[str, str] = {}
         given = dict(env or {})
-        if not (given.get("PERSISTENCE_MODULE") or os.environ.get("PERSISTENCE_MODULE")):
+        # An explicit URL wins over eventsourcing's own variables, so the events
+        # and the projections (which always follow the URL) share one database.
+        if url is not None or not (
+            given.get("PERSISTENCE_MODULE") or os.environ.get("PERSISTENCE_MODULE")
+        ):
             merged.update(eventsourcing_env(url or database_url()))
         merged.update(given)
         super().__init__(merged)

@@ -115,6 +115,10 @@ class Runtime:
 
     # ------------------------------------------------------------- queries
 
+    def sessions(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return q.sessions(self._projector())
+
     def head_commit(self, session_id: str) -> dict[str, Any]:
         with self._lock:
             return q.head_commit(self._projector(), self.store, session_id).to_json()

@@ -19,8 +19,14 @@ _shared = ROOT.parent / "shared" / "tiktoken"
 if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(_shared)
 
-PG_ADMIN_URL = os.environ.get("CTXSTORE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-STORES = [s.strip() for s in os.environ.get("CTXSTORE_TEST_STORES", "sqlite,postgres").split(",") if s.strip()]
+PG_ADMIN_URL = os.environ.get(
+    "CTXSTORE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+STORES = [
+    s.strip()
+    for s in os.environ.get("CTXSTORE_TEST_STORES", "sqlite,postgres").split(",")
+    if s.strip()
+]
 
 
 def _pg_conninfo(url: str) -> str:

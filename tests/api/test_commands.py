@@ -14,7 +14,6 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -22,24 +21,7 @@ import pytest
 import uvicorn
 from starlette.testclient import TestClient
 
-import projections.runtime as runtime_module
 from api.app import create_app
-
-
-@pytest.fixture
-def runtime(store_url: str) -> Iterator[Any]:
-    rt = runtime_module.Runtime(store_url)
-    try:
-        yield rt
-    finally:
-        rt.close()
-
-
-@pytest.fixture
-def client(runtime: Any) -> Iterator[TestClient]:
-    with TestClient(create_app(runtime)) as c:
-        yield c
-
 
 # ------------------------------------------------------------------ helpers
 

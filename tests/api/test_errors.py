@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import socket
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,21 +17,6 @@ from starlette.testclient import TestClient
 import projections.runtime as runtime_module
 from api.app import ENDPOINTS, create_app
 from domain.summarizer import OpenAICompatibleSummarizer
-
-
-@pytest.fixture
-def runtime(store_url: str) -> Iterator[Any]:
-    rt = runtime_module.Runtime(store_url)
-    try:
-        yield rt
-    finally:
-        rt.close()
-
-
-@pytest.fixture
-def client(runtime: Any) -> Iterator[TestClient]:
-    with TestClient(create_app(runtime)) as c:
-        yield c
 
 
 @pytest.fixture
@@ -69,7 +53,7 @@ def test_unknown_route(client: TestClient, path: str) -> None:
 
 @pytest.mark.parametrize(
     "method,path",
-    [("GET", "/sessions"), ("DELETE", "/sessions"), ("GET", "/sessions/x/nodes"),
+    [("PUT", "/sessions"), ("DELETE", "/sessions"), ("GET", "/sessions/x/nodes"),
      ("PUT", "/sessions/x/checkout"), ("POST", "/sessions/x/dag"), ("POST", "/health"),
      ("PATCH", "/sessions/x/nodes/y/retry")],
 )  # fmt: skip
