@@ -122,7 +122,8 @@ class Driver:
                     reads=[read] if read else [])  # fmt: skip
 
     def op_assistant(self, sess: Sess, a: int, b: int) -> None:
-        reads = [n for n in {self.pick(sess.nodes, b), self.pick(sess.nodes, a)} if n][: b % 3]
+        picks = [self.pick(sess.nodes, b), self.pick(sess.nodes, a)]
+        reads = [n for n in dict.fromkeys(picks) if n][: b % 3]
         self.append(sess, "assistant", output=text(a, f"a{self.steps}"), reads=reads)
 
     def op_turn(self, sess: Sess, a: int, b: int) -> None:
@@ -145,7 +146,7 @@ class Driver:
         return None
 
     def _sibling(self, sess: Sess, a: int, edit: bool) -> bool | None:
-        node = self.pick(sorted(sess.content), a)
+        node = self.pick(list(sess.content), a)  # insertion order: ids are random
         if node is None:
             return False
         body = dict(sess.content[node])
@@ -180,7 +181,7 @@ class Driver:
         return None
 
     def op_unpin(self, sess: Sess, a: int, b: int) -> bool | None:
-        node = self.pick(sorted(sess.pinned), a)
+        node = self.pick(sorted(sess.pinned, key=sess.nodes.index), a)
         if node is None:
             return False
         self.rt.execute("unpin", sess.sid, node, at=self.clock)

@@ -2,7 +2,8 @@
 
 Commands go through a real ``Runtime`` with explicit event times; the
 projection is read back through its queries (``head_commit``, ``timeline``,
-``explain``).  Crash safety lives in ``test_crash_safety.py``.
+``explain``).  Merges are in ``test_merge.py``, crash safety in
+``test_crash_safety.py``.
 """
 
 from __future__ import annotations
@@ -178,63 +179,6 @@ def test_attach_falls_back_to_one_user_item_when_the_source_cannot_be_loaded(
     assert "could not be loaded" in fallback["rendered"]
     texts = [m["content"] for m in rt.rendered(sid, "openai")["request"]["messages"]]
     assert any("could not be loaded" in t for t in texts if isinstance(t, str))
-
-
-# ------------------------------------------------------------------- merge
-
-
-def two_heads(rt: Runtime) -> tuple[str, dict[str, str]]:
-    sid = start(rt)
-    n = {"user": add(rt, sid, "user", "task")}
-    n["a1"] = add(rt, sid, "assistant", "plan", 1)
-    n["peer_a"] = add(rt, sid, "assistant", "peer attempt", 2, predecessor=n["a1"])
-    n["peer_t"] = add(rt, sid, "tool", name="grep", input={"q": 1}, output="hit", minute=3)
-    rt.execute("checkout", sid, n["a1"], at=at(4))
-    n["base"] = add(rt, sid, "user", "base path", 5)
-    return sid, n
-
-
-def test_a_merge_commit_locks_the_base_and_has_several_parents(rt: Runtime) -> None:
-    sid, n = two_heads(rt)
-    commits = {c["head_node_id"]: c["commit_id"] for c in rt.timeline(sid)}
-    merge, _ = rt.execute("merge", sid, [{"node_id": n["peer_t"]}], at=at(6))
-    head = rt.head_commit(sid)
-    assert head["head_node_id"] == merge
-    assert head["parent_ids"] == [commits[n["base"]], commits[n["peer_t"]]]
-    view = {i["item_id"]: i for i in head["items"]}
-    assert list(view) == [n["user"], n["a1"], n["base"], n["peer_a"], n["peer_t"]]
-    for key in ("user", "a1", "base"):
-        assert view[n[key]]["locked"] and view[n[key]]["base_locked"]
-    for key in ("peer_a", "peer_t"):
-        assert not view[n[key]]["locked"]
-    add(rt, sid, "assistant", "merged", 7)
-    after = by_id(rt, sid)
-    assert after[n["base"]]["base_locked"] and not after[n["peer_t"]]["locked"]
-    assert len(rt.head_commit(sid)["parent_ids"]) == 1
-
-
-def test_an_edit_after_a_merge_keeps_the_peers_items(rt: Runtime) -> None:
-    sid, n = two_heads(rt)
-    rt.execute("merge", sid, [{"node_id": n["peer_t"]}], at=at(6))
-    later = add(rt, sid, "assistant", "merged", 7)
-    before = set(ids(rt, sid)) - {later}
-    edit, _ = rt.execute("add_sibling", sid, of=later, output="merged, reworded", at=at(8))
-    assert set(ids(rt, sid)) == before | {edit}
-
-
-def test_a_merge_does_not_expand_the_same_attach_twice(rt: Runtime) -> None:
-    src = start(rt, "source")
-    add(rt, src, "user", "their question")
-    sid = start(rt)
-    add(rt, sid, "user", "mine")
-    fork = add(rt, sid, "assistant", "fork", 1)
-    peer, _ = rt.execute("attach", sid, src, at=at(2))
-    rt.execute("checkout", sid, fork, at=at(3))
-    add(rt, sid, "user", "other path", 4)
-    rt.execute("attach", sid, src, at=at(5))
-    rt.execute("merge", sid, [{"node_id": peer}], at=at(6))
-    opens = [i for i in items(rt, sid) if i["item_id"].endswith(":open")]
-    assert len(opens) == 1
 
 
 # ----------------------------------------------------------------- summary
