@@ -128,9 +128,11 @@ class Session(Aggregate):
         node_id = node_id or str(uuid.uuid4())
         if self.knows(node_id):
             raise errors.DuplicateNode(f"node {node_id!r} already exists", node_id=node_id)
-        predecessor, caller = self._resolve_edge(role, predecessor, caller)
+        # Before resolving the edge: a parent that is the new node itself is not
+        # yet known, so resolving first would report it as an unknown node.
         if node_id in (predecessor, caller):
             raise errors.CycleRefused("a node cannot be its own parent", node_id=node_id)
+        predecessor, caller = self._resolve_edge(role, predecessor, caller)
         for read in reads or []:
             if not self.knows(read):
                 raise errors.NodeNotFound(f"read of unknown node {read!r}", node_id=read)
@@ -232,6 +234,8 @@ class Session(Aggregate):
         at: datetime | None,
     ) -> str:
         """A second root: append_node would default the predecessor to HEAD."""
+        check_id("node_id", node_id)
+        check_label("name", name, MAX_LABEL)
         node_id = node_id or str(uuid.uuid4())
         if self.knows(node_id):
             raise errors.DuplicateNode(f"node {node_id!r} already exists", node_id=node_id)
