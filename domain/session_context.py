@@ -1,0 +1,137 @@
+"""Session commands that bring other context in or record what came back.
+
+Attach, merge, usage and summaries are split out of ``session.py`` to keep
+one concept per module; they validate against the same lean node index and
+trigger events through the aggregate like every other command.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from domain import errors
+from domain.events import AttachStaged, MergeCompleted, MergeStarted, SummaryRecorded, UsageMeasured
+from domain.limits import MAX_LABEL, check_id
+from domain.nodes import NodeRef
+
+JSON = dict[str, Any]
+
+
+class ContextCommands:
+    """Mixed into ``Session``; relies on its node index, HEAD and trigger_event."""
+
+    id: Any
+    head: str | None
+    model: str
+    next_seq: int
+
+    if TYPE_CHECKING:  # provided by Session; declared here for the type checker only
+
+        def node(self, node_id: str) -> NodeRef: ...
+        def knows(self, node_id: str) -> bool: ...
+        def trigger_event(self, event_class: Any, **kwargs: Any) -> None: ...
+        def _refuse_while_running(self, what: str) -> None: ...
+
+    def stage_attach(
+        self,
+        source_session: str,
+        source_head: str,
+        commit: str | None,
+        at: datetime | None = None,
+    ) -> str:
+        """Stage another branch's context as a node after HEAD."""
+        if source_session == str(self.id):
+            raise errors.InvalidCommand("attach a different session; use merge within one")
+        node_id = str(uuid.uuid4())
+        self.trigger_event(
+            AttachStaged,
+            node_id=node_id,
+            seq=self.next_seq,
+            predecessor=self.head,
+            source_session=source_session,
+            source_head=source_head,
+            commit=commit,
+            timestamp=at,
+        )
+        return node_id
+
+    def merge(self, peers: list[JSON], at: datetime | None = None) -> str:
+        """Merge peer heads into HEAD; HEAD's own block is the locked base peer."""
+        self._refuse_while_running("merge")
+        if self.head is None:
+            raise errors.MergeRefused("nothing to merge into: the session is empty")
+        if not peers:
+            raise errors.MergeRefused("merge needs at least one peer head")
+        for peer in peers:
+            if peer["session_id"] == str(self.id) and not self.knows(peer["node_id"]):
+                raise errors.NodeNotFound("unknown peer head", node_id=peer["node_id"])
+            if peer["session_id"] == str(self.id) and peer["node_id"] == self.head:
+                raise errors.MergeRefused("a head cannot merge with itself")
+        merge_id = str(uuid.uuid4())
+        base = {"session_id": str(self.id), "node_id": self.head}
+        self.trigger_event(MergeStarted, merge_id=merge_id, peers=peers, base=base, timestamp=at)
+        node_id = str(uuid.uuid4())
+        self.trigger_event(
+            MergeCompleted,
+            merge_id=merge_id,
+            node_id=node_id,
+            seq=self.next_seq,
+            predecessor=self.head,
+            peers=peers,
+            base=base,
+            timestamp=at,
+        )
+        return node_id
+
+    def measure_usage(
+        self,
+        request_id: str,
+        input_tokens: int,
+        cache_read: int = 0,
+        output_tokens: int = 0,
+        provider: str | None = None,
+        head_node: str | None = None,
+        at: datetime | None = None,
+    ) -> None:
+        check_id("request_id", request_id, MAX_LABEL)
+        check_id("provider", provider)
+        head_node = head_node or self.head
+        if head_node is None:
+            raise errors.InvalidCommand("usage needs a head node")
+        self.node(head_node)
+        if min(input_tokens, cache_read, output_tokens) < 0:
+            raise errors.InvalidCommand("token counts cannot be negative")
+        self.trigger_event(
+            UsageMeasured,
+            request_id=request_id,
+            head_node=head_node,
+            input_tokens=input_tokens,
+            cache_read=cache_read,
+            output_tokens=output_tokens,
+            provider=provider or self.model.split(":", 1)[0],
+            timestamp=at,
+        )
+
+    def record_summary(
+        self,
+        covered: list[str],
+        text: str,
+        summarizer: str,
+        commit: str,
+        at: datetime | None = None,
+    ) -> str:
+        if not covered:
+            raise errors.InvalidCommand("a summary must cover at least one item")
+        summary_id = f"summary:{uuid.uuid4()}"
+        self.trigger_event(
+            SummaryRecorded,
+            summary_id=summary_id,
+            covered=list(covered),
+            text=text,
+            summarizer=summarizer,
+            commit=commit,
+            timestamp=at,
+        )
+        return summary_id
