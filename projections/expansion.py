@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from domain.context import Item
+from domain.context import STATE_ORDER, Item
 from domain.tokens import item_tokens
 from domain.working_context import WorkingContext
 from projections.records import NodeRow
@@ -73,7 +73,25 @@ def _expansion(item: Item) -> str:
     return item.item_id.split(":", 1)[0]
 
 
+def _adopt_tighter(ctx: WorkingContext, peers: list[tuple[str, list[Item]]]) -> None:
+    """An item both sides hold takes the tighter state, so no parent sees it loosen."""
+    for commit_id, items in peers:
+        for item in items:
+            mine = ctx.items.get(item.item_id)
+            if (mine is None or mine.locked or item.state not in STATE_ORDER
+                    or mine.state not in STATE_ORDER
+                    or STATE_ORDER[item.state] <= STATE_ORDER[mine.state]):  # fmt: skip
+                continue
+            mine.rendered, mine.call = item.rendered, item.call
+            mine.merged_into = item.merged_into
+            ctx.retoken(mine, item.tokens)
+            ctx.set_state(mine, item.state, "merge", f"peer commit {commit_id} holds it "
+                          f"{item.state}")  # fmt: skip
+
+
 def merge_peers(projector: Projector, ctx: WorkingContext, peer_commits: list[str]) -> None:
+    peers = [(commit_id, projector.items_of(commit_id)) for commit_id in peer_commits]
+    _adopt_tighter(ctx, peers)
     owners: dict[str, str] = {}  # attach source -> the expansion staged under this head
     for item in ctx.ordered():
         if not item.base_locked:
@@ -81,8 +99,8 @@ def merge_peers(projector: Projector, ctx: WorkingContext, peer_commits: list[st
             ctx.set_locked(item, True)
         if item.attached_from:
             owners.setdefault(item.attached_from, _expansion(item))
-    for commit_id in peer_commits:
-        for item in projector.items_of(commit_id):
+    for _, items in peers:
+        for item in items:
             if item.item_id in ctx.items:
                 continue
             if item.attached_from:  # a source the base (or an earlier peer) staged: once

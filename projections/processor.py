@@ -33,12 +33,19 @@ class Processor:
         self.policies = [p for _, p in history]
         self.projector: Projector | None = None
 
+    def _refresh_policies(self) -> None:
+        history = self.store.policy_history()
+        if history:
+            self.starts = [start for start, _ in history]
+            self.policies = [p for _, p in history]
+
     def policy_at(self, notification_id: int) -> Policy:
         index = bisect.bisect_right(self.starts, notification_id) - 1
         return self.policies[max(index, 0)]
 
     def catch_up(self, page: int = PAGE) -> int:
         total = 0
+        self._refresh_policies()  # another process may have recorded new rules
         try:
             while True:
                 with self.store.batch() as (conn, position):

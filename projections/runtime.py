@@ -55,7 +55,7 @@ class Runtime:
         self.auto_catch_up = auto_catch_up
         self.auto_compact = auto_compact
         self._lock = threading.RLock()
-        self._rendered: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        self._rendered: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
         self.app.commit_resolver = self._latest_commit_of
 
     def close(self) -> None:
@@ -136,9 +136,12 @@ class Runtime:
             cid = commit_id or q.head_commit_id(projector, session)
             if cid is None:
                 raise errors.NotFound("the session has no commit yet: append a node first")
-            key = (cid, shape)
+            key = (session.session_id, cid, shape)
             if key not in self._rendered:
-                commit = q.load_commit(projector, self.store, session_id, cid)
+                # A branch whose head is still its branch point renders the source's
+                # commit; an explicitly named commit must belong to this session.
+                owner = session.session_id if commit_id else ""
+                commit = q.load_commit(projector, self.store, owner, cid)
                 self._rendered[key] = {
                     "session_id": session.session_id, "commit_id": cid, "shape": shape,
                     "request": render_shape(commit, shape, session.model),

@@ -6,8 +6,6 @@ with ``test_context_commit.py``).
 
 from __future__ import annotations
 
-import pytest
-
 from domain.context import tightens
 from projections.runtime import Runtime
 from tests.projections.test_context_commit import add, at, by_id, ids, items, rt, start
@@ -69,12 +67,6 @@ def test_a_merge_does_not_expand_the_same_attach_twice(rt: Runtime) -> None:
     assert len(opens) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="invariant 3: a merge whose base head is an assistant committed before its tools "
-    "re-adds those tools as fresh 'full' items (Projector._diff), and merge_peers keeps that "
-    "version over the peer's aged one, so the state loosens from the peer parent",
-)
 def test_a_merge_never_loosens_an_item_the_peer_had_aged(rt: Runtime) -> None:
     sid = start(rt)
     add(rt, sid, "user", "task")

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import pytest
-
 from domain.policy import Policy
 from projections.rebuild import rebuild_and_compare
 from projections.runtime import Runtime
@@ -49,12 +47,6 @@ def test_a_restart_with_new_rules_applies_them_from_the_next_event(store_url: st
     assert rebuild_and_compare(store_url)["identical"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Processor reads the rules history once, in __init__: a process that was "
-    "already running keeps projecting with its old policy after another process "
-    "records new rules, so its rows differ from a rebuild's",
-)
 def test_a_running_process_follows_rules_another_process_recorded(store_url: str) -> None:
     live = Runtime(store_url, auto_compact=False)
     try:
