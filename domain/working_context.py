@@ -18,6 +18,11 @@ from domain.context import ORD_STEP, STATES, Item, Transition, tightens
 from domain.policy import Policy
 
 
+def never_folds(item: Item) -> bool:
+    """An unattached summary or anchor: it can never be folded, now or later."""
+    return item.attached_from is None and (item.state == "summary" or item.is_anchor)
+
+
 @dataclass
 class WorkingContext:
     policy: Policy
@@ -26,6 +31,10 @@ class WorkingContext:
     by_ord: dict[int, str] = field(default_factory=dict)
     assistant_ords: list[int] = field(default_factory=list)
     idle_heap: list[tuple[float, str]] = field(default_factory=list)
+    visible_ords: list[int] = field(default_factory=list)  # sorted ords of non-summarized
+    aged: set[str] = field(default_factory=set)  # ids of items in state "aged"
+    state_counts: dict[str, int] = field(default_factory=dict)
+    fold_floor: int = -1  # visible items before this ord all satisfy ``never_folds``
     total_tokens: int = 0
     system_tokens: int = 0
     aged_upto: int = -1  # tool items at or before this ord were considered by tool aging
@@ -50,6 +59,8 @@ class WorkingContext:
 
     def _index(self, item: Item) -> None:
         self.items[item.item_id] = item
+        if item.ord < self.fold_floor and not never_folds(item):
+            self.fold_floor = item.ord
         self.by_ord[item.ord] = item.item_id
         if not self.order or item.ord > self.order[-1]:
             self.order.append(item.ord)
@@ -57,9 +68,16 @@ class WorkingContext:
             bisect.insort(self.order, item.ord)
         if item.role == "assistant" and item.state != "summarized":
             bisect.insort(self.assistant_ords, item.ord)
-        if item.state == "aged" and not item.locked:
-            heapq.heappush(self.idle_heap, (item.touched_at, item.item_id))
+        if item.state == "aged":
+            self.aged.add(item.item_id)
+            if not item.locked:
+                heapq.heappush(self.idle_heap, (item.touched_at, item.item_id))
+        self.state_counts[item.state] = self.state_counts.get(item.state, 0) + 1
         if item.state != "summarized":
+            if not self.visible_ords or item.ord > self.visible_ords[-1]:
+                self.visible_ords.append(item.ord)
+            else:
+                bisect.insort(self.visible_ords, item.ord)
             self.total_tokens += item.tokens
             if item.role == "system":
                 self.system_tokens += item.tokens
@@ -91,7 +109,10 @@ class WorkingContext:
         del self.by_ord[item.ord]
         if item.ord in self.assistant_ords:
             self.assistant_ords.remove(item.ord)
+        self.state_counts[item.state] -= 1
+        self.aged.discard(item_id)
         if item.state != "summarized":
+            self._hide(item.ord)
             self.total_tokens -= item.tokens
             if item.role == "system":
                 self.system_tokens -= item.tokens
@@ -107,11 +128,13 @@ class WorkingContext:
         self.changed.discard(item_id)
         self.removed.add(item_id)
 
+    def _hide(self, ord_: int) -> None:
+        index = bisect.bisect_left(self.visible_ords, ord_)
+        if index < len(self.visible_ords) and self.visible_ords[index] == ord_:
+            del self.visible_ords[index]
+
     def counts(self) -> dict[str, int]:
-        out = {state: 0 for state in STATES}
-        for item in self.items.values():
-            out[item.state] += 1
-        return out
+        return {state: self.state_counts.get(state, 0) for state in STATES}
 
     def in_order(self, lo: int | None = None, hi: int | None = None) -> list[Item]:
         """Items with lo < ord < hi, in order."""
@@ -122,6 +145,29 @@ class WorkingContext:
     def iter_ordered(self) -> Iterator[Item]:
         for o in self.order:
             yield self.items[self.by_ord[o]]
+
+    def iter_visible(self, start: int = 0) -> Iterator[Item]:
+        """Items not folded into a summary, in order (``iter_ordered`` minus summarized)."""
+        for o in self.visible_ords[start:]:
+            yield self.items[self.by_ord[o]]
+
+    def aged_in_order(self) -> list[Item]:
+        return sorted((self.items[i] for i in self.aged), key=lambda i: i.ord)
+
+    def foldable_from(self) -> int:
+        """Index into ``visible_ords`` of the first item that could ever be folded.
+
+        Everything before it is a lone (unattached) summary or anchor, which no
+        rule can fold and which cannot join an attach block, so a scan for a
+        foldable run may start here.  The floor only moves forward past such
+        items, and ``_index`` pulls it back if anything else lands below it.
+        """
+        ords = self.visible_ords
+        index = bisect.bisect_left(ords, self.fold_floor)
+        while index < len(ords) and never_folds(self.items[self.by_ord[ords[index]]]):
+            index += 1
+        self.fold_floor = ords[index] if index < len(ords) else (ords[-1] + 1 if ords else -1)
+        return index
 
     def ordered(self) -> list[Item]:
         return [self.items[self.by_ord[o]] for o in self.order]
@@ -153,6 +199,12 @@ class WorkingContext:
         if not tightens(item.state, to_state):
             raise AssertionError(f"{rule}: {item.state} -> {to_state} would loosen")
         before = item.state
+        self.state_counts[before] -= 1
+        self.state_counts[to_state] = self.state_counts.get(to_state, 0) + 1
+        if before == "aged":
+            self.aged.discard(item.item_id)
+        if to_state == "summarized" and before != "summarized":
+            self._hide(item.ord)
         if to_state == "summarized":
             self.total_tokens -= item.tokens
             if item.role == "system":
@@ -162,6 +214,7 @@ class WorkingContext:
         item.state = to_state
         item.reason = inputs
         if to_state == "aged":
+            self.aged.add(item.item_id)
             heapq.heappush(self.idle_heap, (item.touched_at, item.item_id))
         self.audit(item, before, to_state, rule, inputs)
 

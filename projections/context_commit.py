@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from domain.budget import Budget
@@ -29,6 +30,29 @@ from domain.working_context import WorkingContext
 from projections.records import EventInfo, NodeRow, SessionRow, dumps
 
 CHECKPOINT_MIN = 64
+ITEM_FIELDS = tuple(f.name for f in fields(Item))
+_item_values = operator.attrgetter(*ITEM_FIELDS)
+_VERSIONS: dict[int, tuple[Policy, str]] = {}
+
+
+def item_json(item: Item) -> dict[str, Any]:
+    """``item.to_json()`` without ``asdict``'s deep copy (every field is a scalar)."""
+    return {name: getattr(item, name) for name in ITEM_FIELDS}
+
+
+def copy_item(item: Item) -> Item:
+    """``item.copy()`` without ``asdict``'s deep copy (fields in declaration order)."""
+    return Item(*_item_values(item))
+
+
+def rules_version(policy: Policy) -> str:
+    """``policy.rules_version``, hashed once per policy object rather than per use."""
+    cached = _VERSIONS.get(id(policy))
+    if cached is None or cached[0] is not policy:
+        if len(_VERSIONS) >= 64:
+            _VERSIONS.clear()
+        cached = _VERSIONS[id(policy)] = (policy, policy.rules_version)  # keeps the id alive
+    return cached[1]
 
 
 def text_of(value: Any) -> str:
@@ -156,7 +180,8 @@ def build(
     request = run_rules(ctx, session, event.at)
 
     commit_id = commit_id_for(event.event_id, head)
-    upserts = [ctx.items[i].to_json() for i in sorted(ctx.changed) if i in ctx.items]
+    version = rules_version(ctx.policy)
+    upserts = [item_json(ctx.items[i]) for i in sorted(ctx.changed) if i in ctx.items]
     removed = sorted(ctx.removed)
     delta = {"upserts": upserts, "removes": removed}
     delta_size = len(upserts) + len(removed)
@@ -167,12 +192,12 @@ def build(
     is_checkpoint = base_checkpoint is None or count > max(CHECKPOINT_MIN, len(ctx.items))
     if is_checkpoint:
         checkpoint, count = commit_id, 0
-        payload = [item.to_json() for item in ctx.ordered()]
+        payload = [item_json(item) for item in ctx.ordered()]
     counts = ctx.counts()
     row = {
         "commit_id": commit_id, "session_id": session.session_id,
         "parent_ids": dumps(parent_ids), "head_node_id": head,
-        "rules_version": ctx.policy.rules_version, "total_tokens": ctx.total_tokens,
+        "rules_version": version, "total_tokens": ctx.total_tokens,
         "event_id": event.event_id, "event_seq": event.seq, "created_at": event.at,
         "checkpoint_id": checkpoint, "delta_count": count, "is_checkpoint": is_checkpoint,
         "items": dumps(payload if is_checkpoint else delta),
@@ -184,7 +209,7 @@ def build(
             "notification_id": event.notification_id, "session_id": session.session_id,
             "commit_id": commit_id, "item_id": t.item_id, "source_node_id": t.source_node_id,
             "from_state": t.from_state, "to_state": t.to_state, "rule": t.rule,
-            "rules_version": ctx.policy.rules_version, "event_id": event.event_id,
+            "rules_version": version, "event_id": event.event_id,
             "event_seq": event.seq, "inputs": t.inputs,
         }  # fmt: skip
         for t in ctx.transitions

@@ -14,7 +14,7 @@ def emergency_clear(ctx: WorkingContext, budget: Budget) -> None:
     used = ctx.total_tokens - ctx.system_tokens
     if used <= budget.emergency_at:
         return
-    for item in ctx.ordered():
-        if item.state == "aged" and not item.locked:
+    for item in ctx.aged_in_order():  # the aged items, as a walk over ctx.ordered() meets them
+        if not item.locked:
             clear(ctx, item.item_id, "emergency_clearing",
                   f"history {used} tokens > emergency {budget.emergency_at}")  # fmt: skip

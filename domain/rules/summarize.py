@@ -52,7 +52,9 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
     need = used - target
     run: list[Item] = []
     folded = 0
-    for unit in _units(ctx.iter_ordered()):
+    # Summarized items never join a unit, and the lone summaries and anchors
+    # before ``foldable_from`` could neither start a run nor end one.
+    for unit in _units(ctx.iter_visible(ctx.foldable_from())):
         if tail_start is not None and unit[-1].ord >= tail_start:
             break  # the tail window, or a block reaching into it, stays as it is
         if all(foldable(item) for item in unit):
