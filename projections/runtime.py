@@ -197,9 +197,13 @@ class Runtime:
                 [{"item_id": i.item_id, "role": i.role, "name": i.name,
                   "rendered": i.rendered, "state": i.state} for i in covered]
             )  # fmt: skip
+            # The summary happens "at" the session's own latest time, not the wall
+            # clock: a session driven by recorded times (an import, a replay) must
+            # not see hours of idleness appear because compaction ran today.
+            at = self.app.session(session.session_id).modified_on
             summary_id, version = self.app.record_summary(
                 session.session_id, [i.item_id for i in covered], text,
-                self.summarizer.name, commit_id, expected_version=expected_version,
+                self.summarizer.name, commit_id, expected_version=expected_version, at=at,
             )  # fmt: skip
             self.catch_up()
             projector = self._projector()
