@@ -98,10 +98,9 @@ def add_node_items(ctx: WorkingContext, new_nodes: list[NodeRow], pinned: set[st
         if node.role in ("attach", "merge"):
             continue
         item = node_item(node, ctx.next_ord(), node.node_id in pinned, not has_user(ctx))
+        cut = cap_item(item, ctx.policy)  # before add, so the total counts the capped text
         ctx.add(item)
-        cut = cap_item(item, ctx.policy)
         if cut:
-            ctx.retoken(item, item.tokens)
             ctx.audit(item, "full", "full", "per_item_cap", cut)
 
 
