@@ -153,13 +153,17 @@ class Projector:
             self.latest_commit[p["node_id"]] for p in event.peers
             if p["node_id"] in self.latest_commit
         ]  # fmt: skip
-        self.commit_node(node, info, session, extra_parents=peer_commits,
+        # Items a peer already holds come in from that peer, as the peer has them,
+        # rather than re-entering the base side as fresh items.
+        held = {i.item_id for c in peer_commits for i in self.items_of(c)}
+        self.commit_node(node, info, session, extra_parents=peer_commits, skip=held,
                          extra=lambda ctx: merge_peers(self, ctx, peer_commits))  # fmt: skip
 
     def commit_node(
         self, node: NodeRow, info: EventInfo, session: SessionRow,
         extra: Callable[[WorkingContext], None] | None = None,
         extra_parents: list[str] | None = None,
+        skip: set[str] | None = None,
     ) -> None:  # fmt: skip
         """Choose the base commit for a new head node, then build on it."""
         prev = self.dag.previous(node)
@@ -178,6 +182,8 @@ class Projector:
         else:
             base_id = self.latest_commit.get(node.parent) if node.parent else None
             new_nodes, removes = self._diff(node, base_id)
+            if skip:
+                new_nodes = [n for n in new_nodes if n.node_id not in skip]
         self._build(session, node.node_id, base_id, info, new_nodes, removes, extra,
                     extra_parents or [])  # fmt: skip
 
