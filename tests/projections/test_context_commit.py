@@ -8,11 +8,8 @@ projection is read back through its queries (``head_commit``, ``timeline``,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-import pytest
 
 from domain.policy import Policy
 from projections.runtime import Runtime
@@ -23,15 +20,6 @@ MODEL = "openai:gpt-4o"
 
 def at(minutes: float) -> datetime:
     return T0 + timedelta(minutes=minutes)
-
-
-@pytest.fixture
-def rt(store_url: str) -> Iterator[Runtime]:
-    runtime = Runtime(store_url, auto_compact=False)
-    try:
-        yield runtime
-    finally:
-        runtime.close()
 
 
 def start(rt: Runtime, title: str = "t", model: str = MODEL) -> str:

@@ -8,7 +8,7 @@ once: its tables are compared with a clean rebuild by digest.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,15 +26,6 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 class Crash(RuntimeError):
     pass
-
-
-@pytest.fixture
-def rt(store_url: str) -> Iterator[Runtime]:
-    runtime = Runtime(store_url, auto_compact=False)
-    try:
-        yield runtime
-    finally:
-        runtime.close()
 
 
 def seed(rt: Runtime) -> str:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from domain.context import tightens
 from projections.runtime import Runtime
-from tests.projections.test_context_commit import add, at, by_id, ids, items, rt, start
-
-__all__ = ["rt"]  # the fixture, imported for pytest
+from tests.projections.test_context_commit import add, at, by_id, ids, items, start
 
 
 def two_heads(rt: Runtime) -> tuple[str, dict[str, str]]:

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-
-import pytest
 
 from projections.runtime import Runtime
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def rt(store_url: str) -> Iterator[Runtime]:
-    runtime = Runtime(store_url, auto_compact=False)
-    try:
-        yield runtime
-    finally:
-        runtime.close()
 
 
 def visible_sum(commit: dict) -> int:  # type: ignore[type-arg]

@@ -1,0 +1,22 @@
+"""Projection fixtures: a real Runtime on each store, auto-compaction off.
+
+Tests that want compaction call ``rt.compact`` themselves, so every summary
+in them is one the test asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from projections.runtime import Runtime
+
+
+@pytest.fixture
+def rt(store_url: str) -> Iterator[Runtime]:
+    runtime = Runtime(store_url, auto_compact=False)
+    try:
+        yield runtime
+    finally:
+        runtime.close()
