@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -50,17 +51,24 @@ def drop_pg_database(url: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(params=STORES)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database URL for an empty store of each kind."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ctxstore.db'}"
+@contextmanager
+def empty_store(kind: str, folder: Path, name: str = "ctxstore") -> Iterator[str]:
+    """A URL for an empty store of ``kind`` (sqlite or postgres), dropped afterwards."""
+    if kind == "sqlite":
+        yield f"sqlite:///{folder / f'{name}.db'}"
         return
     url = create_pg_database()
     try:
         yield url
     finally:
         drop_pg_database(url)
+
+
+@pytest.fixture(params=STORES)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database URL for an empty store of each kind."""
+    with empty_store(request.param, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture

@@ -240,13 +240,8 @@ def rendered_bytes(rt: Runtime, sid: str, shape: str, commit_id: str | None = No
 @contextmanager
 def fresh_store(kind_url: str, tmp: Path, n: int) -> Iterator[str]:
     """An empty store of the same kind as ``kind_url``: one per hypothesis example."""
-    if kind_url.startswith("sqlite"):
-        yield f"sqlite:///{tmp / f'example-{n}.db'}"
-        return
-    from tests.conftest import create_pg_database, drop_pg_database
+    from tests.conftest import empty_store
 
-    url = create_pg_database()
-    try:
+    kind = "sqlite" if kind_url.startswith("sqlite") else "postgres"
+    with empty_store(kind, tmp, f"example-{n}") as url:
         yield url
-    finally:
-        drop_pg_database(url)
