@@ -11,9 +11,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from api import schemas as s
-from api.event_json import event_to_json
 from api.openapi import Endpoint
 from projections.runtime import Runtime
+from scripts.event_json import event_to_json
 
 
 def _runtime(request: Request) -> Runtime:

@@ -1,7 +1,7 @@
 """One domain event as plain JSON: the export file and the HTTP replay feed.
 
 Both the ``ctxstore export`` lines and ``GET /sessions/{id}/events`` use
-this serialiser (``api.event_json`` picks it up), so a client paging the
+this serialiser (the API imports it), so a client paging the
 feed and an operator reading an export see the same field names and values.
 The result is deterministic — no wall clock, no ordering that depends on the
 Python process — which is what makes export → re-export byte-identical.
