@@ -7,7 +7,8 @@ state and exist only in projections, never as nodes.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import operator
+from dataclasses import dataclass, fields
 from typing import Any
 
 STATE_ORDER = {"full": 0, "aged": 1, "cleared": 2, "summarized": 3}
@@ -44,15 +45,21 @@ class Item:
     attached_from: str | None = None
     truncated: bool = False
 
+    # Every field is a scalar, so no deep copy is needed: ``asdict`` would
+    # make one per call, and copies and JSON sit on the projection's hot path.
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in ITEM_FIELDS}
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Item:
         return cls(**raw)
 
     def copy(self) -> Item:
-        return Item(**asdict(self))
+        return Item(*_item_values(self))
+
+
+ITEM_FIELDS = tuple(f.name for f in fields(Item))
+_item_values = operator.attrgetter(*ITEM_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +105,3 @@ class ContextCommit:
             "items": [item.to_json() for item in self.items],
         }
 
-    def counts(self) -> dict[str, int]:
-        out = {state: 0 for state in STATES}
-        for item in self.items:
-            out[item.state] += 1
-        return out

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import operator
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from domain.budget import Budget
@@ -30,19 +29,7 @@ from domain.working_context import WorkingContext
 from projections.records import EventInfo, NodeRow, SessionRow, dumps
 
 CHECKPOINT_MIN = 64
-ITEM_FIELDS = tuple(f.name for f in fields(Item))
-_item_values = operator.attrgetter(*ITEM_FIELDS)
 _VERSIONS: dict[int, tuple[Policy, str]] = {}
-
-
-def item_json(item: Item) -> dict[str, Any]:
-    """``item.to_json()`` without ``asdict``'s deep copy (every field is a scalar)."""
-    return {name: getattr(item, name) for name in ITEM_FIELDS}
-
-
-def copy_item(item: Item) -> Item:
-    """``item.copy()`` without ``asdict``'s deep copy (fields in declaration order)."""
-    return Item(*_item_values(item))
 
 
 def rules_version(policy: Policy) -> str:
@@ -180,7 +167,7 @@ def build(
 
     commit_id = commit_id_for(event.event_id, head)
     version = rules_version(ctx.policy)
-    upserts = [item_json(ctx.items[i]) for i in sorted(ctx.changed) if i in ctx.items]
+    upserts = [ctx.items[i].to_json() for i in sorted(ctx.changed) if i in ctx.items]
     removed = sorted(ctx.removed)
     delta = {"upserts": upserts, "removes": removed}
     delta_size = len(upserts) + len(removed)
@@ -191,7 +178,7 @@ def build(
     is_checkpoint = base_checkpoint is None or count > max(CHECKPOINT_MIN, len(ctx.items))
     if is_checkpoint:
         checkpoint, count = commit_id, 0
-        payload = [item_json(item) for item in ctx.ordered()]
+        payload = [item.to_json() for item in ctx.ordered()]
     counts = ctx.counts()
     row = {
         "commit_id": commit_id, "session_id": session.session_id,

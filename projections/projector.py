@@ -18,7 +18,7 @@ from domain import events as ev
 from domain.context import Item
 from domain.policy import Policy
 from domain.working_context import WorkingContext
-from projections.context_commit import build, copy_item, items_from_rows
+from projections.context_commit import build, items_from_rows
 from projections.dag_index import DagIndex
 from projections.expansion import expand_attach, merge_peers
 from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow
@@ -53,7 +53,7 @@ class Projector:
         """A commit's items as copies, leaving any warm context untouched."""
         ctx = self.contexts.get(commit_id)
         if ctx is not None:
-            return [copy_item(item) for item in ctx.ordered()]
+            return [item.copy() for item in ctx.ordered()]
         meta = self.commits[commit_id]
         return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id)
 

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from domain import errors
 from domain.budget import Budget
 from domain.catalogue import window_for
-from domain.context import STATES, ContextCommit
+from domain.context import ContextCommit
 from domain.policy import Policy
 from domain.tokens import count_tokens
 from projections import tables as t
@@ -198,10 +198,3 @@ def occupancy(projector: Projector, store: ProjectionStore, session_id: str) -> 
         else None,
         "request_id": last.request_id if measured is not None and last is not None else None,
     }  # fmt: skip
-
-
-def state_counts(commit: ContextCommit) -> dict[str, int]:
-    counts = {state: 0 for state in STATES}
-    for item in commit.items:
-        counts[item.state] += 1
-    return counts
