@@ -36,10 +36,13 @@ class NodeAppended(Aggregate.Event):
     """A message or tool call joined the DAG; HEAD moves to it.
 
     v2 added ``reads`` (nodes this one looked at, which keeps them from
-    idle clearing) and ``digest``.
+    idle clearing) and ``digest``.  v3 added ``token_counts``: the local
+    token estimate of the node's text, measured once when it was recorded
+    (``domain.tokens.node_token_counts``), so projections read it rather
+    than run the tokenizer again on every rebuild.
     """
 
-    class_version = 2
+    class_version = 3
 
     node_id: str
     seq: int
@@ -55,11 +58,16 @@ class NodeAppended(Aggregate.Event):
     sibling_of: str | None
     version_kind: str | None
     digest: str
+    token_counts: JSON | None
 
     @staticmethod
     def upcast_v1_v2(state: JSON) -> None:
         state.setdefault("reads", [])
         state.setdefault("digest", "")
+
+    @staticmethod
+    def upcast_v2_v3(state: JSON) -> None:
+        state.setdefault("token_counts", None)  # not measured then: projections count
 
     @property
     def created_at(self) -> Any:

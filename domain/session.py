@@ -29,8 +29,10 @@ from domain.events import (
     SessionStarted,
 )
 from domain.limits import MAX_LABEL, check_id, check_label, check_window
+from domain.node_text import node_texts
 from domain.nodes import ROLES, NodeRef
 from domain.session_context import ContextCommands
+from domain.tokens import node_token_counts
 
 JSON = dict[str, Any]
 
@@ -148,6 +150,7 @@ class Session(ContextCommands, Aggregate):
             sibling_of=sibling_of,
             version_kind=version_kind,
             digest=content_digest(role, name, input, output),
+            token_counts=node_token_counts(*node_texts(role, input, output)),
             timestamp=at,
         )
         return node_id
@@ -241,6 +244,7 @@ class Session(ContextCommands, Aggregate):
             input=input, output=output, predecessor=None, caller=None, call_id=None,
             reads=[], metadata=dict(metadata or {}), sibling_of=ref.node_id,
             version_kind=kind, digest=content_digest(ref.role, name, input, output),
+            token_counts=node_token_counts(*node_texts(ref.role, input, output)),
             timestamp=at,
         )  # fmt: skip
         return node_id

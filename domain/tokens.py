@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import Any
 
 ENCODING = os.environ.get("CTXSTORE_ENCODING", "o200k_base")
 
@@ -50,6 +51,17 @@ def check_tokenizer() -> None:
 
 
 MESSAGE_OVERHEAD = 4  # role and framing tokens a provider adds per message
+TokenCounts = dict[str, Any]
+
+
+def node_token_counts(text: str, call: str | None) -> TokenCounts:
+    """The counts the write side records with a node, naming the encoding they used.
+
+    Counted without the cache: each node's text is counted once, here, and
+    the projection reads the recorded numbers instead of counting again.
+    """
+    count = count_tokens.__wrapped__
+    return {"encoding": ENCODING, "text": count(text), "call": count(call) if call else 0}
 
 
 def item_tokens(rendered: str, call: str | None = None, name: str | None = None) -> int:
@@ -60,3 +72,19 @@ def item_tokens(rendered: str, call: str | None = None, name: str | None = None)
         + (count_tokens(call) if call else 0)
         + (count_tokens(name) if name else 0)
     )
+
+
+def node_item_tokens(
+    counts: TokenCounts | None, text: str, call: str | None, name: str | None
+) -> int:
+    """``item_tokens`` of a node's own text, from the recorded counts when they apply.
+
+    Counts recorded under another encoding (or none, on events older than
+    ``NodeAppended`` v3) are recomputed, so the result is the same either way
+    for the same tokenizer; the recorded numbers also keep a rebuild from
+    drifting when the tokenizer library changes.
+    """
+    if counts is None or counts.get("encoding") != ENCODING:
+        return item_tokens(text, call, name)
+    recorded: int = counts["text"] + counts["call"]
+    return MESSAGE_OVERHEAD + recorded + (count_tokens(name) if name else 0)

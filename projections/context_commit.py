@@ -10,7 +10,6 @@ actually touch, not to the history.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +23,9 @@ from domain.rules.idle_clearing import clear_idle
 from domain.rules.summarize import summary_request
 from domain.rules.tool_aging import age_one, age_tools
 from domain.rules.truncation import cap_item
-from domain.tokens import count_tokens, item_tokens
+from domain.tokens import count_tokens, node_item_tokens
 from domain.working_context import WorkingContext
+from projections.item_rows import TextsOf, node_texts, stored_item
 from projections.records import EventInfo, NodeRow, SessionRow, dumps
 
 CHECKPOINT_MIN = 64
@@ -42,36 +42,24 @@ def rules_version(policy: Policy) -> str:
     return cached[1]
 
 
-def text_of(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return dumps(value)
-
-
 def node_item(node: NodeRow, ord_: int, pinned: bool, first_user: bool) -> Item:
     """A node as a fresh ``full`` item (structural nodes have no item)."""
+    rendered, call = node_texts(node)
     if node.role == "tool":
         output = node.output
         is_error = bool(node.meta.get("is_error")) or (
             isinstance(output, dict) and "error" in output
         )
-        call = text_of(node.input)
         return Item(
             item_id=node.node_id, source_node_id=node.node_id, role="tool", state="full",
-            rendered=text_of(output), tokens=item_tokens(text_of(output), call, node.name),
-            ord=ord_, touched_at=node.created_at, name=node.name, call=call,
+            rendered=rendered, ord=ord_, touched_at=node.created_at, name=node.name, call=call,
+            tokens=node_item_tokens(node.token_counts, rendered, call, node.name),
             has_result=output is not None, is_error=is_error, locked=pinned,
         )  # fmt: skip
-    primary, other = node.input, node.output
-    if node.role == "assistant":
-        primary, other = other, primary
-    text = text_of(primary if primary is not None else other)
     return Item(
         item_id=node.node_id, source_node_id=node.node_id, role=node.role, state="full",
-        rendered=text, tokens=item_tokens(text), ord=ord_, touched_at=node.created_at,
-        name=node.name, locked=pinned,
+        rendered=rendered, tokens=node_item_tokens(node.token_counts, rendered, None, None),
+        ord=ord_, touched_at=node.created_at, name=node.name, locked=pinned,
         is_anchor=node.role == "system" or (node.role == "user" and first_user),
     )  # fmt: skip
 
@@ -151,6 +139,7 @@ def build(
     base_checkpoint: tuple[str, int] | None,
     event: EventInfo,
     new_nodes: list[NodeRow],
+    texts_of: TextsOf,
     removes: list[str] = (),  # type: ignore[assignment]
     extra: Callable[[WorkingContext], None] | None = None,
 ) -> BuiltCommit:
@@ -167,7 +156,8 @@ def build(
 
     commit_id = commit_id_for(event.event_id, head)
     version = rules_version(ctx.policy)
-    upserts = [ctx.items[i].to_json() for i in sorted(ctx.changed) if i in ctx.items]
+    items = ctx.items
+    upserts = [stored_item(items[i], texts_of) for i in sorted(ctx.changed) if i in items]
     removed = sorted(ctx.removed)
     delta = {"upserts": upserts, "removes": removed}
     delta_size = len(upserts) + len(removed)
@@ -178,7 +168,7 @@ def build(
     is_checkpoint = base_checkpoint is None or count > max(CHECKPOINT_MIN, len(ctx.items))
     if is_checkpoint:
         checkpoint, count = commit_id, 0
-        payload = [item.to_json() for item in ctx.ordered()]
+        payload = [stored_item(item, texts_of) for item in ctx.ordered()]
     counts = ctx.counts()
     row = {
         "commit_id": commit_id, "session_id": session.session_id,
@@ -204,27 +194,3 @@ def build(
     ctx.changed.clear()
     ctx.removed.clear()
     return BuiltCommit(row, transitions, ctx)
-
-
-def items_from_rows(rows: list[dict[str, Any]], target: str) -> list[Item]:
-    """Materialise ``target``'s items from its checkpoint and the deltas below it."""
-    by_id = {r["commit_id"]: r for r in rows}
-    chain = []
-    cursor: str | None = target
-    while cursor is not None:
-        row = by_id[cursor]
-        chain.append(row)
-        if row["is_checkpoint"]:
-            break
-        cursor = json.loads(row["parent_ids"])[0]
-    items: dict[str, dict[str, Any]] = {}
-    for row in reversed(chain):
-        payload = json.loads(row["items"])
-        if row["is_checkpoint"]:
-            items = {raw["item_id"]: raw for raw in payload}
-            continue
-        for item_id in payload["removes"]:
-            items.pop(item_id, None)
-        for raw in payload["upserts"]:
-            items[raw["item_id"]] = raw
-    return sorted((Item.from_json(raw) for raw in items.values()), key=lambda i: i.ord)

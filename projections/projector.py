@@ -18,9 +18,10 @@ from domain import events as ev
 from domain.context import Item
 from domain.policy import Policy
 from domain.working_context import WorkingContext
-from projections.context_commit import build, items_from_rows
+from projections.context_commit import build
 from projections.dag_index import DagIndex
 from projections.expansion import expand_attach, merge_peers
+from projections.item_rows import items_from_rows, node_texts
 from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow
 
 RowLoader = Callable[[str], list[dict[str, Any]]]
@@ -55,7 +56,12 @@ class Projector:
         if ctx is not None:
             return [item.copy() for item in ctx.ordered()]
         meta = self.commits[commit_id]
-        return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id)
+        return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id, self.texts_of)
+
+    def texts_of(self, node_id: str) -> tuple[str, str | None] | None:
+        """A node's own texts, which stored items refer to instead of copying."""
+        node = self.dag.nodes.get(node_id)
+        return node_texts(node) if node is not None else None
 
     def take(self, commit_id: str | None, policy: Policy) -> WorkingContext:
         """The working context of ``commit_id`` to build on (taken from the cache)."""
@@ -128,6 +134,7 @@ class Projector:
             edge="caller" if event.caller else ("predecessor" if parent else "root"),
             call_id=event.call_id, reads=list(event.reads), meta=dict(event.metadata),
             sibling_of=event.sibling_of, version_kind=event.version_kind,
+            token_counts=event.token_counts,
         )  # fmt: skip
         self.commit_node(node, info, session)
 
@@ -226,7 +233,8 @@ class Projector:
             ctx, session=session, head=head,
             parent_ids=([base_id] if base_id else []) + extra_parents,
             base_checkpoint=(base.checkpoint_id, base.delta_count) if base else None,
-            event=info, new_nodes=new_nodes, removes=removes, extra=extra,
+            event=info, new_nodes=new_nodes, texts_of=self.texts_of, removes=removes,
+            extra=extra,
         )  # fmt: skip
         row = built.row
         self.pending[row["commit_id"]] = row

@@ -6,16 +6,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+from domain.node_text import canonical_json
 
-
-def dumps(value: Any) -> str:
-    """Canonical JSON: the byte-identical rebuild depends on it.
-
-    The same as ``json.dumps(value, sort_keys=True, separators=(",", ":"))``,
-    with one encoder built once instead of one per call.
-    """
-    return _CANONICAL.encode(value)
+# Canonical JSON (one definition, shared with the write side): rebuilds rely on it.
+dumps = canonical_json
 
 
 @dataclass
@@ -37,6 +31,10 @@ class NodeRow:
     created_at: float
     event_id: str
     notification_id: int
+    token_counts: dict[str, Any] | None = None  # as the write side recorded them, if it did
+    # (rendered, call) as an item first shows them; filled on first use by
+    # ``projections.item_rows.node_texts`` and never stored in the row.
+    texts: tuple[str, str | None] | None = field(default=None, repr=False, compare=False)
 
     def to_row(self) -> dict[str, Any]:
         return {
@@ -47,6 +45,7 @@ class NodeRow:
             "sibling_of": self.sibling_of, "version_kind": self.version_kind,
             "created_at": self.created_at, "event_id": self.event_id,
             "notification_id": self.notification_id,
+            "token_counts": dumps(self.token_counts) if self.token_counts else None,
         }  # fmt: skip
 
     @classmethod
@@ -57,6 +56,7 @@ class NodeRow:
             json.loads(m["input"]), json.loads(m["output"]), m["parent"], m["edge"],
             m["call_id"], json.loads(m["reads"]), json.loads(m["meta"]), m["sibling_of"],
             m["version_kind"], m["created_at"], m["event_id"], m["notification_id"],
+            json.loads(m["token_counts"]) if m["token_counts"] else None,
         )  # fmt: skip
 
 

@@ -74,6 +74,7 @@ nodes = Table(
     Column("created_at", Float, nullable=False),
     Column("event_id", String(64), nullable=False),
     Column("notification_id", BigInteger, nullable=False),
+    Column("token_counts", Text),  # JSON: what NodeAppended v3 recorded
     Index("ix_ctx_nodes_session_seq", "session_id", "seq", unique=True),
 )
 

@@ -17,6 +17,7 @@ import pytest
 from domain import errors, events
 from domain.application import CtxStore
 from domain.session import Session, content_digest
+from domain.tokens import ENCODING, count_tokens
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -307,8 +308,8 @@ def test_node_appended_v1_upcasts(app: CtxStore, store_url: str) -> None:
     sid = seeded(app)
     v2 = stored(app, sid)[1]
     state = app.mapper.transcoder.decode(v2.state)
-    assert state.pop("class_version") == 2
-    del state["reads"], state["digest"]
+    assert state.pop("class_version") == 3
+    del state["reads"], state["digest"], state["token_counts"]
     state.update(node_id="legacy", seq=4, predecessor="t1")
     v1 = replace(v2, originator_version=5, state=app.mapper.transcoder.encode(state))
     event = app.mapper.to_domain_event(v1)
@@ -324,3 +325,26 @@ def test_node_appended_v1_upcasts(app: CtxStore, store_url: str) -> None:
         assert fresh.session(sid).node("after").parent == "legacy"
     finally:
         fresh.close()
+
+
+def test_appended_nodes_record_their_token_counts(app: CtxStore) -> None:
+    """The write side measures each node's text once, under a named encoding."""
+    sid = seeded(app)
+    tool, user = last(app, sid), app.session_events(sid)[1]
+    assert tool.token_counts == {"encoding": ENCODING, "text": count_tokens("hit"),
+                                 "call": count_tokens('{"q":"x"}')}  # fmt: skip
+    assert user.token_counts == {"encoding": ENCODING, "text": count_tokens("hi"), "call": 0}
+    app.add_sibling(sid, "a1", output="calling again")
+    assert last(app, sid).token_counts["text"] == count_tokens("calling again")
+
+
+def test_node_appended_v2_upcasts_to_unmeasured_counts(app: CtxStore) -> None:
+    sid = seeded(app)
+    v3 = stored(app, sid)[1]
+    state = app.mapper.transcoder.decode(v3.state)
+    state["class_version"] = 2
+    del state["token_counts"]
+    v2 = replace(v3, state=app.mapper.transcoder.encode(state))
+    event = app.mapper.to_domain_event(v2)
+    assert isinstance(event, events.NodeAppended)
+    assert event.token_counts is None and event.node_id == "u1"

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from domain.node_text import node_texts
+from domain.tokens import ENCODING, count_tokens, node_token_counts
+from projections.context_commit import node_item
+from projections.records import NodeRow
 from projections.runtime import Runtime
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
@@ -28,3 +32,30 @@ def test_a_capped_result_counts_at_its_capped_size(rt: Runtime) -> None:
     for row in rt.timeline(sid):
         commit = rt.commit(sid, row["commit_id"])
         assert commit["total_tokens"] == visible_sum(commit)
+
+
+def _node(role: str, counts: dict | None, **content: object) -> NodeRow:  # type: ignore[type-arg]
+    return NodeRow("n", "s", 1, role, content.get("name"), content.get("input"),  # type: ignore[arg-type]
+                   content.get("output"), None, "root", None, [], {}, None, None, 0.0, "e", 1,
+                   counts)  # fmt: skip
+
+
+def test_recorded_counts_equal_what_the_tokenizer_says() -> None:
+    """So a rebuild that reads them builds the commits a recount would."""
+    cases = [("tool", {"name": "grep", "input": {"q": "x"}, "output": "a\nb " * 300}),
+             ("user", {"input": "hello there"}), ("assistant", {"output": {"k": [1, 2]}}),
+             ("tool", {"name": "grep", "input": None, "output": None})]  # fmt: skip
+    for role, content in cases:
+        counts = node_token_counts(*node_texts(role, content.get("input"), content.get("output")))
+        recorded = node_item(_node(role, counts, **content), 1024, False, False)
+        counted = node_item(_node(role, None, **content), 1024, False, False)
+        assert recorded.tokens == counted.tokens, role
+
+
+def test_the_projection_takes_counts_from_the_log_under_its_own_encoding() -> None:
+    forged = {"encoding": ENCODING, "text": 1000, "call": 0}
+    assert node_item(_node("user", forged, input="hi"), 1024, False, True).tokens == 1004
+    other = dict(forged, encoding="some_other_encoding")
+    assert node_item(_node("user", other, input="hi"), 1024, False, True).tokens == (
+        4 + count_tokens("hi")
+    ), "counts made under another encoding are recounted"

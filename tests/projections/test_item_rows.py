@@ -1,0 +1,108 @@
+"""Stored items refer to their node's text: lossless, and the text is stored once."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+from sqlalchemy import select
+
+from domain.context import Item
+from projections import tables as t
+from projections.item_rows import loaded_item, node_texts, stored_item
+from projections.migrate import downgrade, upgrade
+from projections.records import NodeRow
+from projections.runtime import Runtime
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+ROLES = ("user", "assistant", "tool", "system", "summary", "marker")
+texts = st.text(max_size=40)
+
+
+def node(role: str, input: object, output: object) -> NodeRow:
+    return NodeRow("n1", "s", 1, role, "grep", input, output, None, "root", None, [], {},
+                   None, None, 0.0, "e", 1)  # fmt: skip
+
+
+@given(
+    role=st.sampled_from(ROLES[:4]),
+    input=st.one_of(st.none(), texts, st.dictionaries(texts, texts, max_size=3)),
+    output=st.one_of(st.none(), texts, st.dictionaries(texts, st.integers(), max_size=3)),
+    rewrite=st.one_of(st.none(), texts),
+    call=st.one_of(st.none(), texts),
+    keep_call=st.booleans(),
+    flags=st.fixed_dictionaries({
+        "locked": st.booleans(), "has_result": st.booleans(), "truncated": st.booleans(),
+        "reason": st.one_of(st.none(), texts), "merged_into": st.one_of(st.none(), texts),
+        "attached_from": st.one_of(st.none(), texts), "name": st.one_of(st.none(), texts),
+    }),
+)  # fmt: skip
+def test_a_stored_item_loads_back_equal(
+    role: str, input: object, output: object, rewrite: str | None, call: str | None,
+    keep_call: bool, flags: dict[str, Any],
+) -> None:  # fmt: skip
+    source = node(role, input, output)
+    natural, natural_call = node_texts(source)
+    item = Item("n1", "n1", role, "full", natural if rewrite is None else rewrite, 3, 1024,
+                0.0, call=natural_call if keep_call else call, **flags)  # fmt: skip
+    raw = stored_item(item, lambda _: node_texts(source))
+    assert ("rendered" in raw) == (item.rendered != natural)
+    assert ("call" in raw) == (item.call != natural_call)
+    assert loaded_item(raw, lambda _: node_texts(source)) == item
+
+
+def test_items_without_a_node_keep_their_own_text() -> None:
+    summary = Item("s1", None, "summary", "summary", "[Summary] x", 5, 1023, 0.0,
+                   reason="summary of 2 items")  # fmt: skip
+    raw = stored_item(summary, lambda _: None)
+    assert raw["rendered"] == "[Summary] x" and raw["call"] is None
+    assert "locked" not in raw, "fields at their defaults are left out"
+    assert loaded_item(raw, lambda _: None) == summary
+
+
+def test_a_tool_result_is_stored_in_its_node_row_only(rt: Runtime) -> None:
+    """Fresh, aged-then-summarized or not: commit rows hold no copy of the node's text."""
+    result = "unique result line\n" * 50
+    sid, _ = rt.execute("start_session", "t", at=T0)
+    rt.execute("append_node", sid, role="user", input="go", at=T0)
+    for turn in range(6):  # the tool ages once three more turns pass it
+        rt.execute("append_node", sid, role="assistant", output=f"turn {turn}", at=T0)
+        if turn == 0:
+            rt.execute("append_node", sid, role="tool", name="grep", input={"q": "x"},
+                       output=result, at=T0 + timedelta(minutes=1))  # fmt: skip
+    with rt.store.engine.connect() as conn:
+        stored = [r[0] for r in conn.execute(select(t.commits.c["items"]))]
+        outputs = [r[0] for r in conn.execute(select(t.nodes.c.output))]
+    copy = "unique result line\\nunique result line"  # the text as JSON stores it
+    assert len(stored) == 8
+    assert not any(copy in row for row in stored)
+    assert sum(copy in row for row in outputs) == 1
+    # ... and every commit still reads back with the full text until aging stubs it.
+    states = [
+        next(i for i in rt.commit(sid, c["commit_id"])["items"] if i["role"] == "tool")
+        for c in rt.timeline(sid)[3:]
+    ]
+    assert states[0]["rendered"] == result and states[0]["state"] == "full"
+    assert states[-1]["state"] == "aged" and states[-1]["rendered"].startswith("[tool result")
+
+
+def test_the_format_migration_clears_projections_for_a_rebuild(store_url: str) -> None:
+    rt = Runtime(store_url, auto_compact=False)
+    try:
+        sid, _ = rt.execute("start_session", "t", at=T0)
+        rt.execute("append_node", sid, role="user", input="hello", at=T0)
+        rt.execute("append_node", sid, role="assistant", output="hi", at=T0)
+        before = rt.head_commit(sid)
+    finally:
+        rt.close()
+    downgrade(store_url, "0001")
+    upgrade(store_url)
+    again = Runtime(store_url, auto_compact=False, auto_catch_up=False, migrate=False)
+    try:
+        assert again.store.position() == 0, "projections cleared: the log is replayed"
+        again.catch_up()
+        assert again.head_commit(sid) == before
+    finally:
+        again.close()
