@@ -26,7 +26,7 @@ from domain.rules.truncation import cap_item
 from domain.tokens import count_tokens, node_item_tokens
 from domain.working_context import WorkingContext
 from projections.item_rows import TextsOf, node_texts, stored_item
-from projections.records import EventInfo, NodeRow, SessionRow, dumps
+from projections.records import CommitMeta, EventInfo, NodeRow, SessionRow, dumps
 
 CHECKPOINT_MIN = 64
 _VERSIONS: dict[int, tuple[Policy, str]] = {}
@@ -128,6 +128,7 @@ class BuiltCommit:
     row: dict[str, Any]
     transitions: list[dict[str, Any]]
     ctx: WorkingContext
+    meta: CommitMeta  # the row's index entry, without parsing back what was just dumped
 
 
 def build(
@@ -193,4 +194,6 @@ def build(
     ctx.transitions.clear()
     ctx.changed.clear()
     ctx.removed.clear()
-    return BuiltCommit(row, transitions, ctx)
+    meta = CommitMeta(commit_id, session.session_id, parent_ids, head, checkpoint, count,
+                      event.notification_id, request, ctx.total_tokens)  # fmt: skip
+    return BuiltCommit(row, transitions, ctx, meta)

@@ -242,7 +242,7 @@ class Projector:
         for transition in built.transitions:  # ordinals count within one event
             self.outbox.transitions.append(dict(transition, ordinal=self._ordinal))
             self._ordinal += 1
-        self.commits[row["commit_id"]] = meta_of(row)
+        self.commits[row["commit_id"]] = built.meta
         self.latest_commit[head] = row["commit_id"]
         self._keep(row["commit_id"], built.ctx)
 
