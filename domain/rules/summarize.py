@@ -9,7 +9,6 @@ attach block folds whole or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from typing import Any
 
 from domain.budget import Budget
@@ -21,23 +20,8 @@ FOLDABLE = ("full", "aged", "cleared")
 
 
 def foldable(item: Item) -> bool:
+    """``summary_request`` inlines this test on its hot path: keep the two in step."""
     return item.state in FOLDABLE and not item.locked and not item.is_anchor
-
-
-def _units(items: Iterable[Item]) -> Iterator[list[Item]]:
-    """Consecutive items, with each attach block as one unit (lazily: runs stop early)."""
-    unit: list[Item] = []
-    for item in items:
-        if item.state == "summarized":
-            continue  # already folded: invisible, so it does not break a run
-        if item.attached_from and unit and unit[0].attached_from == item.attached_from:
-            unit.append(item)
-            continue
-        if unit:
-            yield unit
-        unit = [item]
-    if unit:
-        yield unit
 
 
 def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | None:
@@ -52,18 +36,39 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
     need = used - target
     run: list[Item] = []
     folded = 0
-    # Summarized items never join a unit, and the lone summaries and anchors
-    # before ``foldable_from`` could neither start a run nor end one.
-    for unit in _units(ctx.iter_visible(ctx.foldable_from())):
-        if tail_start is not None and unit[-1].ord >= tail_start:
+    # Units are single items or whole attach blocks, in order.  Summarized
+    # items are not visible, so they never break a run, and the lone
+    # summaries and anchors before ``foldable_from`` could neither start a
+    # run nor end one.  Indexing the visible ords directly, rather than
+    # building a list per unit, matters: this runs on every commit over the
+    # threshold until a summary is recorded.
+    items, by_ord, ords = ctx.items, ctx.by_ord, ctx.visible_ords
+    index, end = ctx.foldable_from(), len(ords)
+    while index < end:
+        item = items[by_ord[ords[index]]]
+        stop = index + 1
+        block = item.attached_from
+        if block:
+            while stop < end and items[by_ord[ords[stop]]].attached_from == block:
+                stop += 1
+        if tail_start is not None and ords[stop - 1] >= tail_start:
             break  # the tail window, or a block reaching into it, stays as it is
-        if all(foldable(item) for item in unit):
+        unit = [item] if stop == index + 1 else [items[by_ord[o]] for o in ords[index:stop]]
+        tokens = 0
+        for member in unit:
+            if member.state not in FOLDABLE or member.locked or member.is_anchor:
+                break  # not foldable: the unit stays, and a run ends here
+            tokens += member.tokens
+        else:
             run.extend(unit)
-            folded += sum(item.tokens for item in unit)
+            folded += tokens
             if folded >= need:
                 break
-        elif run:
+            index = stop
+            continue
+        if run:
             break
+        index = stop
     if not run:
         return None
     return {

@@ -5,10 +5,15 @@ Pure domain objects only (see ``test_rules.py`` for the builder).
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from domain.budget import Budget
+from domain.context import Item
 from domain.policy import Policy
 from domain.rules.emergency import emergency_clear
-from domain.rules.summarize import fold_summary, summary_request
+from domain.rules.summarize import fold_summary, foldable, summary_request
+from domain.working_context import WorkingContext
 from tests.domain.test_rules import T0, Builder, aged_tool, budget
 
 KEY = "source-session:source-head"
@@ -215,3 +220,60 @@ def test_emergency_spares_locked_aged_items() -> None:
     emergency_clear(b.ctx, budget(history=1, compact_at=0, emergency_at=0))
     assert [b.ctx.items[i].state for i in aged] == ["aged", "cleared"]
     assert b.ctx.items[aged[0]].touched_at == T0
+
+
+# ------------------------------------------- summary request: reference model
+
+
+def reference_request(ctx: WorkingContext, budget: Budget) -> list[str] | None:
+    """The rule as first written (plain units of items): the spec the fast scan must meet."""
+    used = ctx.total_tokens - ctx.system_tokens
+    tail = ctx.policy.tail_turns
+    if used <= budget.compact_at or len(ctx.assistant_ords) < tail:
+        return None
+    tail_start = ctx.assistant_ords[-tail] if tail else None
+    need = used - int(budget.history * ctx.policy.summary_target)
+    units: list[list[Item]] = []
+    for item in ctx.ordered():
+        if item.state == "summarized":
+            continue
+        if item.attached_from and units and units[-1][0].attached_from == item.attached_from:
+            units[-1].append(item)
+        else:
+            units.append([item])
+    run: list[Item] = []
+    for unit in units:
+        if tail_start is not None and unit[-1].ord >= tail_start:
+            break
+        if all(foldable(i) for i in unit):
+            run.extend(unit)
+            if sum(i.tokens for i in run) >= need:
+                break
+        elif run:
+            break
+    return [i.item_id for i in run] or None
+
+
+entries = st.lists(
+    st.tuples(
+        st.sampled_from(["user", "assistant", "assistant", "tool", "system", "summary"]),
+        st.sampled_from(["full", "full", "aged", "cleared", "summarized"]),
+        st.booleans(), st.booleans(), st.sampled_from([None, None, "k1", "k2"]),
+        st.integers(1, 50),
+    ),
+    max_size=30,
+)  # fmt: skip
+
+
+@given(entries=entries, history=st.integers(0, 800), tail=st.integers(0, 4))
+def test_summary_request_matches_the_reference_rule(
+    entries: list[tuple[str, str, bool, bool, str | None, int]], history: int, tail: int
+) -> None:
+    ctx = WorkingContext(Policy(tail_turns=tail))
+    for n, (role, state, locked, anchor, block, tokens) in enumerate(entries):
+        state = "summary" if role == "summary" else state
+        ctx.add(Item(f"i{n}", f"i{n}", role, state, "x", tokens, ctx.next_ord(), T0,
+                     locked=locked, is_anchor=anchor, attached_from=block))  # fmt: skip
+    limits = budget(history=history, compact_at=-1)
+    request = summary_request(ctx, limits)
+    assert (ids(request) if request else None) == reference_request(ctx, limits)
