@@ -25,17 +25,36 @@ class Policy:
     compact_at: float = 0.80
     emergency_at: float = 0.95
     summary_target: float = 0.50
+    # The most one summary request covers (tokens of the items it folds).
+    # Compaction then goes in chunks: however far over the threshold a
+    # session is (compaction off, or its summarizer down), each commit's
+    # request stays this size, and it fits a summarizer's own context.
+    summary_max_tokens: int | None = 24_000
     output_reserve_fraction: float = 0.125
     output_reserve_max: int = 16_384
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def rules_version(self) -> str:
-        blob = json.dumps(asdict(self), sort_keys=True)
+        """A digest of the rules; a field at its legacy value leaves it as it was."""
+        values = {k: v for k, v in asdict(self).items()
+                  if k not in ADDED_LATER or v != ADDED_LATER[k]}  # fmt: skip
+        blob = json.dumps(values, sort_keys=True)
         return "r1-" + hashlib.sha256(blob.encode()).hexdigest()[:10]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_record(cls, text: str) -> Policy:
+        """A policy as the rules history recorded it (``to_json``), complete.
+
+        A field the record lacks did not exist when it was written, so it
+        takes the value that reproduces the rules as they ran then, not
+        today's default: a rebuild replays old positions under old rules.
+        """
+        raw = json.loads(text)
+        return cls.from_json(json.dumps({**ADDED_LATER, **raw}))
 
     @classmethod
     def from_json(cls, text: str) -> Policy:
@@ -53,5 +72,9 @@ class Policy:
         text = os.environ.get("CTXSTORE_POLICY")
         return cls.from_json(text) if text else cls()
 
+
+# Fields added after policies were first recorded, with the value under which
+# the rules behave as they did before the field existed.
+ADDED_LATER: dict[str, Any] = {"summary_max_tokens": None}
 
 DEFAULT_POLICY = Policy()

@@ -132,7 +132,7 @@ class ProjectionStore:
     def policy_history(self) -> list[tuple[int, Policy]]:
         with self.engine.connect() as conn:
             rows = conn.execute(select(t.rules).order_by(t.rules.c.from_position)).all()
-        return [(r.from_position, Policy.from_json(r.policy)) for r in rows]
+        return [(r.from_position, Policy.from_record(r.policy)) for r in rows]
 
     def record_policy(self, policy: Policy) -> list[tuple[int, Policy]]:
         """Make ``policy`` the rules from the next event on (history is kept)."""

@@ -4,7 +4,9 @@ Choosing is part of the projection (deterministic); writing the summary is
 not: the text arrives as a ``SummaryRecorded`` event, so a rebuild replays
 the recorded answer and never calls an LLM.  Pinned (locked) items and
 anchors (system prompts, the first user message) are never folded; an
-attach block folds whole or not at all.
+attach block folds whole or not at all.  One request covers at most
+``summary_max_tokens`` (past it by one unit at most, as blocks are whole);
+the rest of the way under the target is left to the requests that follow.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
     tail_start = ctx.assistant_ords[-tail] if tail else None
     target = int(budget.history * ctx.policy.summary_target)
     need = used - target
+    cap = ctx.policy.summary_max_tokens
+    enough = need if cap is None else min(need, cap)  # later requests take the rest
     run: list[Item] = []
     folded = 0
     # Units are single items or whole attach blocks, in order.  Summarized
@@ -62,7 +66,7 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
         else:
             run.extend(unit)
             folded += tokens
-            if folded >= need:
+            if folded >= enough:
                 break
             index = stop
             continue

@@ -233,6 +233,8 @@ def reference_request(ctx: WorkingContext, budget: Budget) -> list[str] | None:
         return None
     tail_start = ctx.assistant_ords[-tail] if tail else None
     need = used - int(budget.history * ctx.policy.summary_target)
+    if ctx.policy.summary_max_tokens is not None:
+        need = min(need, ctx.policy.summary_max_tokens)
     units: list[list[Item]] = []
     for item in ctx.ordered():
         if item.state == "summarized":
@@ -265,11 +267,13 @@ entries = st.lists(
 )  # fmt: skip
 
 
-@given(entries=entries, history=st.integers(0, 800), tail=st.integers(0, 4))
+@given(entries=entries, history=st.integers(0, 800), tail=st.integers(0, 4),
+       cap=st.one_of(st.none(), st.integers(1, 300)))  # fmt: skip
 def test_summary_request_matches_the_reference_rule(
-    entries: list[tuple[str, str, bool, bool, str | None, int]], history: int, tail: int
+    entries: list[tuple[str, str, bool, bool, str | None, int]], history: int, tail: int,
+    cap: int | None,
 ) -> None:
-    ctx = WorkingContext(Policy(tail_turns=tail))
+    ctx = WorkingContext(Policy(tail_turns=tail, summary_max_tokens=cap))
     for n, (role, state, locked, anchor, block, tokens) in enumerate(entries):
         state = "summary" if role == "summary" else state
         ctx.add(Item(f"i{n}", f"i{n}", role, state, "x", tokens, ctx.next_ord(), T0,
@@ -277,3 +281,41 @@ def test_summary_request_matches_the_reference_rule(
     limits = budget(history=history, compact_at=-1)
     request = summary_request(ctx, limits)
     assert (ids(request) if request else None) == reference_request(ctx, limits)
+
+
+def test_one_request_covers_at_most_summary_max_tokens() -> None:
+    """Far over the threshold, a request is one chunk; the next starts after its summary."""
+    b = Builder(Policy(summary_max_tokens=30))
+    b.add("system", "be helpful", is_anchor=True)
+    b.add("user", "the task", is_anchor=True)
+    chunk = [b.add("assistant", f"step {n} " * 4) for n in range(40)]
+    b.turns(3)
+    request = summary_request(b.ctx, budget(history=0, compact_at=-1))
+    assert request is not None
+    covered = ids(request)
+    assert covered == [i.item_id for i in chunk[: len(covered)]], "the oldest run"
+    assert 30 <= request["tokens"] < 30 + chunk[0].tokens
+    fold_summary(b.ctx, "s1", covered, "first chunk", "test")
+    after = ids(summary_request(b.ctx, budget(history=0, compact_at=-1)))
+    assert after[0] == chunk[len(covered)].item_id
+    unbounded = Builder(Policy(summary_max_tokens=None))
+    for item in chunk:
+        unbounded.add("assistant", item.rendered)
+    unbounded.turns(3)
+    assert len(ids(summary_request(unbounded.ctx, budget(history=0, compact_at=-1)))) == 40
+
+
+def test_recorded_policies_keep_the_rules_they_ran_under() -> None:
+    """A rules-history record made before ``summary_max_tokens`` existed replays uncapped."""
+    legacy = ('{"args_cap": 200, "compact_at": 0.8, "emergency_at": 0.95, "extra": {}, '
+              '"idle_minutes": 60.0, "output_reserve_fraction": 0.125, '
+              '"output_reserve_max": 16384, "protected_tools": ["todo_create", '
+              '"todo_update", "todo_list", "web_search"], "result_cap": 4000, '
+              '"summary_target": 0.5, "tail_turns": 3}')  # fmt: skip
+    old = Policy.from_record(legacy)
+    assert old.summary_max_tokens is None
+    assert old.rules_version == "r1-224d9f27cc", "the digest it was recorded under"
+    assert Policy.from_record(Policy().to_json()) == Policy()
+    assert Policy().rules_version != old.rules_version
+    # An operator's partial override still gets today's defaults.
+    assert Policy.from_json('{"tail_turns": 5}').summary_max_tokens == 24_000

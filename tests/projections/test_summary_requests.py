@@ -1,0 +1,54 @@
+"""A commit's summary request stays one chunk however long compaction does not run.
+
+Compaction may be off, or its summarizer down (every attempt a 502): the
+session keeps growing past the threshold, and each commit still names the
+run it wants folded.  Uncapped, that run (and the stored request, and the
+scan that finds it) grew with the whole history on every commit.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+
+from domain.policy import Policy
+from projections import tables as t
+from projections.runtime import Runtime
+
+T0 = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
+CAP = 300
+
+
+def grow_without_compaction(url: str, cap: int | None) -> list[dict[str, object]]:
+    rt = Runtime(url, auto_compact=False, policy=Policy(summary_max_tokens=cap))
+    try:
+        sid, _ = rt.execute("start_session", "t", "openai:gpt-4o", context_window=4_000,
+                            at=T0)  # fmt: skip
+        rt.execute("append_node", sid, role="user", input="the task", at=T0)
+        for n in range(150):
+            rt.execute("append_node", sid, role="assistant", output=f"step {n} " * 20,
+                       at=T0 + timedelta(seconds=n))  # fmt: skip
+        with rt.store.engine.connect() as conn:
+            rows = conn.execute(select(t.commits.c.summary_request)
+                                .order_by(t.commits.c.notification_id)).all()  # fmt: skip
+        return [json.loads(r[0]) for r in rows if r[0]]
+    finally:
+        rt.close()
+
+
+def test_requests_stay_one_chunk_without_compaction(store_url: str) -> None:
+    requests = grow_without_compaction(store_url, CAP)
+    assert len(requests) > 80, "the session went far past the threshold"
+    item = max(r["tokens"] // len(r["item_ids"]) for r in requests) + 1  # type: ignore[operator, arg-type]
+    assert all(CAP <= r["tokens"] < CAP + item for r in requests)  # type: ignore[operator]
+    sizes = [len(r["item_ids"]) for r in requests]  # type: ignore[arg-type]
+    assert sizes[-1] <= sizes[0] + 1, "the last request is no longer than the first"
+
+
+def test_uncapped_requests_grow_with_the_history(store_url: str) -> None:
+    """What the cap prevents (and the rules of policies recorded before it)."""
+    requests = grow_without_compaction(store_url, None)
+    sizes = [len(r["item_ids"]) for r in requests]  # type: ignore[arg-type]
+    assert sizes[-1] > 3 * sizes[0]
