@@ -36,6 +36,10 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+# This tree's code, not whatever is installed: the server below gets the same
+# through PYTHONPATH, so the session it serves is built by the code it runs.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 GET_P99_TARGET_MS = 20.0
 
 # The tokenizer files cannot be downloaded here: use the shared copy, as the tests do.
