@@ -15,6 +15,53 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 
+class InvalidPolicy(ValueError):
+    """A policy the rules cannot run under; refused when it is made, not mid-projection."""
+
+    code = "invalid_policy"
+
+
+def _int(low: int) -> tuple[str, Any]:
+    return (f"an integer >= {low}",
+            lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low)  # fmt: skip
+
+
+def _number(low: float, high: float, closed_high: bool) -> tuple[str, Any]:
+    def ok(v: Any) -> bool:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return False
+        return low < v <= high if closed_high else low <= v < high
+
+    return (f"a number in ({low:g}, {high:g}]" if closed_high
+            else f"a number in [{low:g}, {high:g})"), ok  # fmt: skip
+
+
+def _optional_int(low: int) -> tuple[str, Any]:
+    text, check = _int(low)
+    return f"{text} or null", lambda v: v is None or check(v)
+
+
+# What each value must be.  Checked when a policy is made, so a bad
+# CTXSTORE_POLICY stops start-up with its name rather than the projection
+# failing on the first event that reaches the rule.
+_VALID: dict[str, tuple[str, Any]] = {
+    "tail_turns": _int(0),
+    "args_cap": _int(1),
+    "result_cap": _int(1),
+    "protected_tools": ("a list of tool names",
+                        lambda v: isinstance(v, tuple) and all(isinstance(n, str) for n in v)),
+    "idle_minutes": ("a number > 0",
+                     lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v > 0),
+    "compact_at": _number(0, 1, closed_high=True),
+    "emergency_at": _number(0, 1, closed_high=True),
+    "summary_target": _number(0, 1, closed_high=False),
+    "output_reserve_fraction": _number(0, 1, closed_high=False),
+    "output_reserve_max": _int(0),
+    "summary_max_tokens": _optional_int(1),
+    "extra": ("an object", lambda v: isinstance(v, dict)),
+}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Policy:
     tail_turns: int = 3
@@ -33,6 +80,12 @@ class Policy:
     output_reserve_fraction: float = 0.125
     output_reserve_max: int = 16_384
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, (wanted, check) in _VALID.items():
+            value = getattr(self, name)
+            if not check(value):
+                raise InvalidPolicy(f"policy {name} must be {wanted}, got {value!r}")
 
     @property
     def rules_version(self) -> str:
@@ -58,12 +111,17 @@ class Policy:
 
     @classmethod
     def from_json(cls, text: str) -> Policy:
-        raw = json.loads(text)
+        try:
+            raw = json.loads(text)
+        except ValueError as exc:
+            raise InvalidPolicy(f"policy is not valid JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise InvalidPolicy("policy must be a JSON object of rule constants")
         known = {f.name for f in fields(cls)}
         unknown = set(raw) - known
         if unknown:
-            raise ValueError(f"unknown policy keys: {sorted(unknown)}")
-        if "protected_tools" in raw:
+            raise InvalidPolicy(f"unknown policy keys: {sorted(unknown)}")
+        if isinstance(raw.get("protected_tools"), list):
             raw["protected_tools"] = tuple(raw["protected_tools"])
         return replace(cls(), **raw)
 

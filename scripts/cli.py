@@ -37,6 +37,7 @@ from sqlalchemy.exc import OperationalError as SQLOperationalError
 
 from domain.application import CtxStore
 from domain.errors import DomainError, InvalidCommand
+from domain.policy import InvalidPolicy, Policy
 from domain.store_config import database_url, eventsourcing_env
 from domain.tokens import TokenizerUnavailable
 from scripts import demo, transcript
@@ -173,6 +174,7 @@ def _serve(url: str, host: str, port: int, workers: int) -> int:
     from domain.tokens import check_tokenizer
 
     check_tokenizer()  # fail here, with the fix spelled out, not inside a worker
+    Policy.from_env()  # likewise a bad CTXSTORE_POLICY
     _migrate(url)
     os.environ["CTXSTORE_DATABASE_URL"] = url  # uvicorn workers build the app from env
     uvicorn.run("api.app:create_app", factory=True, host=host, port=port, workers=workers)
@@ -257,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(exc.code, exc.message, exc.status)
     except TokenizerUnavailable as exc:
         return _fail("tokenizer_unavailable", str(exc), 1)
+    except InvalidPolicy as exc:
+        return _fail(exc.code, str(exc))
     except (InterfaceError, OperationalError, SQLOperationalError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return _fail("database_unavailable", first, 1)

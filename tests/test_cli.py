@@ -209,3 +209,20 @@ def test_transcript_without_any_time_uses_one_import_clock() -> None:
     untimed = [{k: v for k, v in r.items() if k != "at"} for r in SMALL[:3]]
     steps = transcript.parse(json.dumps(r) for r in untimed)
     assert len({s.at for s in steps}) == 1 and steps[0].at.tzinfo is not None
+
+
+@pytest.mark.parametrize("command", ["serve", "demo"])
+def test_a_bad_policy_stops_start_up_by_name(capsys: pytest.CaptureFixture[str], db: str,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             command: str) -> None:  # fmt: skip
+    """Refused before any server starts, rather than failing inside the projection."""
+    import uvicorn
+
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the server started under a bad policy")
+
+    monkeypatch.setattr(uvicorn, "run", started)
+    monkeypatch.setenv("CTXSTORE_POLICY", '{"summary_max_tokens": "abc"}')
+    status, out, err = run(capsys, command, "--db", db)
+    assert status == 2
+    assert err.startswith("error: invalid_policy: policy summary_max_tokens must be")

@@ -303,19 +303,3 @@ def test_one_request_covers_at_most_summary_max_tokens() -> None:
         unbounded.add("assistant", item.rendered)
     unbounded.turns(3)
     assert len(ids(summary_request(unbounded.ctx, budget(history=0, compact_at=-1)))) == 40
-
-
-def test_recorded_policies_keep_the_rules_they_ran_under() -> None:
-    """A rules-history record made before ``summary_max_tokens`` existed replays uncapped."""
-    legacy = ('{"args_cap": 200, "compact_at": 0.8, "emergency_at": 0.95, "extra": {}, '
-              '"idle_minutes": 60.0, "output_reserve_fraction": 0.125, '
-              '"output_reserve_max": 16384, "protected_tools": ["todo_create", '
-              '"todo_update", "todo_list", "web_search"], "result_cap": 4000, '
-              '"summary_target": 0.5, "tail_turns": 3}')  # fmt: skip
-    old = Policy.from_record(legacy)
-    assert old.summary_max_tokens is None
-    assert old.rules_version == "r1-224d9f27cc", "the digest it was recorded under"
-    assert Policy.from_record(Policy().to_json()) == Policy()
-    assert Policy().rules_version != old.rules_version
-    # An operator's partial override still gets today's defaults.
-    assert Policy.from_json('{"tail_turns": 5}').summary_max_tokens == 24_000
