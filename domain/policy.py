@@ -21,16 +21,20 @@ class InvalidPolicy(ValueError):
     code = "invalid_policy"
 
 
+def _real(value: Any) -> bool:
+    """An int or float, but not a bool (JSON true is not a number of turns)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _int(low: int) -> tuple[str, Any]:
-    return (f"an integer >= {low}",
-            lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low)  # fmt: skip
+    return f"an integer >= {low}", lambda v: _real(v) and isinstance(v, int) and v >= low
 
 
 def _number(low: float, high: float, closed_high: bool) -> tuple[str, Any]:
     def ok(v: Any) -> bool:
-        if isinstance(v, bool) or not isinstance(v, int | float):
+        if not _real(v):
             return False
-        return low < v <= high if closed_high else low <= v < high
+        return bool(low < v <= high if closed_high else low <= v < high)
 
     return (f"a number in ({low:g}, {high:g}]" if closed_high
             else f"a number in [{low:g}, {high:g})"), ok  # fmt: skip
@@ -50,8 +54,7 @@ _VALID: dict[str, tuple[str, Any]] = {
     "result_cap": _int(1),
     "protected_tools": ("a list of tool names",
                         lambda v: isinstance(v, tuple) and all(isinstance(n, str) for n in v)),
-    "idle_minutes": ("a number > 0",
-                     lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v > 0),
+    "idle_minutes": ("a number > 0", lambda v: _real(v) and v > 0),
     "compact_at": _number(0, 1, closed_high=True),
     "emergency_at": _number(0, 1, closed_high=True),
     "summary_target": _number(0, 1, closed_high=False),
@@ -106,8 +109,7 @@ class Policy:
         takes the value that reproduces the rules as they ran then, not
         today's default: a rebuild replays old positions under old rules.
         """
-        raw = json.loads(text)
-        return cls.from_json(json.dumps({**ADDED_LATER, **raw}))
+        return cls._from_mapping({**ADDED_LATER, **json.loads(text)})
 
     @classmethod
     def from_json(cls, text: str) -> Policy:
@@ -117,6 +119,11 @@ class Policy:
             raise InvalidPolicy(f"policy is not valid JSON: {exc}") from None
         if not isinstance(raw, dict):
             raise InvalidPolicy("policy must be a JSON object of rule constants")
+        return cls._from_mapping(raw)
+
+    @classmethod
+    def _from_mapping(cls, raw: dict[str, Any]) -> Policy:
+        """Today's defaults overridden by ``raw``: unknown keys and bad values refused."""
         known = {f.name for f in fields(cls)}
         unknown = set(raw) - known
         if unknown:
