@@ -20,7 +20,7 @@ from domain.context import Item
 from domain.policy import Policy
 from domain.rules.emergency import emergency_clear
 from domain.rules.idle_clearing import clear_idle
-from domain.rules.summarize import summary_request
+from domain.rules.summarize import as_range, summary_request
 from domain.rules.tool_aging import age_one, age_tools
 from domain.rules.truncation import cap_item
 from domain.tokens import count_tokens, node_item_tokens
@@ -154,6 +154,8 @@ def build(
     touch_reads(ctx, new_nodes)
     sync_pins(ctx, pinned)
     request = run_rules(ctx, session, event.at)
+    if request is not None:
+        request = as_range(request)
 
     commit_id = commit_id_for(event.event_id, head)
     version = rules_version(ctx.policy)

@@ -16,6 +16,7 @@ from domain.budget import Budget
 from domain.catalogue import window_for
 from domain.context import ContextCommit
 from domain.policy import Policy
+from domain.rules.summarize import with_item_ids
 from domain.tokens import count_tokens
 from projections import tables as t
 from projections.projector import Projector
@@ -51,12 +52,14 @@ def load_commit(projector: Projector, store: ProjectionStore, session_id: str,
         row = conn.execute(select(t.commits).where(t.commits.c.commit_id == commit_id)).first()
     if row is None or (session_id and row.session_id != str(session_id)):
         raise errors.NotFound(f"unknown commit {commit_id}", commit_id=commit_id)
+    items = tuple(projector.items_of(commit_id))
+    request = loads(row.summary_request)
     return ContextCommit(
         id=row.commit_id, session_id=row.session_id,
         parent_ids=tuple(json.loads(row.parent_ids)), head_node_id=row.head_node_id,
         rules_version=row.rules_version, total_tokens=row.total_tokens,
         event_id=row.event_id, event_seq=row.event_seq, created_at=row.created_at,
-        items=tuple(projector.items_of(commit_id)), summary_request=loads(row.summary_request),
+        items=items, summary_request=with_item_ids(request, items) if request else None,
     )  # fmt: skip
 
 

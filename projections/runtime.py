@@ -16,7 +16,7 @@ from domain import errors
 from domain.application import CtxStore
 from domain.policy import Policy
 from domain.render import render_shape
-from domain.rules.summarize import summary_request
+from domain.rules.summarize import summary_request, with_item_ids
 from domain.store_config import database_url
 from domain.summarizer import Summarizer, summarizer_from_env
 from domain.tokens import check_tokenizer
@@ -185,8 +185,9 @@ class Runtime:
             commit_id = q.head_commit_id(projector, session)
             if commit_id is None:
                 raise errors.NothingToCompact("the session has no commit yet")
-            request = projector.commits[commit_id].summary_request
+            stored = projector.commits[commit_id].summary_request
             items = projector.items_of(commit_id)
+            request = with_item_ids(stored, items) if stored else None
             if request is None:
                 request = forced_request(items, session, self.policy)
             if request is None:

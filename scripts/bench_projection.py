@@ -135,6 +135,7 @@ class Session:
 
     def compact_if_asked(self) -> None:
         """Record the summary the head asks for, at the session's own clock."""
+        from domain.rules.summarize import with_item_ids
         from projections import queries as q
 
         projector = self.rt.processor.projector
@@ -142,8 +143,9 @@ class Session:
         request = projector.commits[commit_id].summary_request if commit_id else None
         if request is None:
             return
-        by_id = {i.item_id: i for i in projector.items_of(commit_id)}
-        covered = [by_id[i] for i in request["item_ids"] if i in by_id]
+        listed = projector.items_of(commit_id)
+        by_id = {i.item_id: i for i in listed}
+        covered = [by_id[i] for i in with_item_ids(request, listed)["item_ids"]]
         text = self.summarizer.summarize([{"role": i.role, "name": i.name,
                                            "rendered": i.rendered} for i in covered])  # fmt: skip
         self.rt.app.record_summary(self.sid, [i.item_id for i in covered], text,

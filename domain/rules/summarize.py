@@ -11,6 +11,7 @@ the rest of the way under the target is left to the requests that follow.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from domain.budget import Budget
@@ -81,6 +82,37 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
         "reason": f"history {used} tokens > compact at {budget.compact_at} "
         f"({ctx.policy.compact_at:.0%} of {budget.history})",
     }
+
+
+def as_range(request: dict[str, Any]) -> dict[str, Any]:
+    """A request as a commit stores it: the run by its two ends and its length.
+
+    The run is always a contiguous stretch of the visible (not summarized)
+    items in order, so its ends name it exactly.  Listing every id instead
+    cost about 8 KB per commit for as long as compaction did not run: half
+    of all commit rows by size in a 10,000-node session.
+    """
+    ids = request["item_ids"]
+    return {"first_item": ids[0], "last_item": ids[-1], "item_count": len(ids),
+            "tokens": request["tokens"], "reason": request["reason"]}  # fmt: skip
+
+
+def with_item_ids(stored: dict[str, Any], items: Iterable[Item]) -> dict[str, Any]:
+    """The inverse of ``as_range``, given the items of the commit that made it."""
+    if "item_ids" in stored:  # rows written before the range form
+        return {"item_ids": list(stored["item_ids"]), "tokens": stored["tokens"],
+                "reason": stored["reason"]}  # fmt: skip
+    visible = sorted((i for i in items if i.state != "summarized"), key=lambda i: i.ord)
+    ords = {i.item_id: i.ord for i in visible}
+    first, last = ords.get(stored["first_item"]), ords.get(stored["last_item"])
+    ids = [] if first is None or last is None else [
+        i.item_id for i in visible if first <= i.ord <= last
+    ]  # fmt: skip
+    if len(ids) != stored["item_count"]:
+        ends = f"{stored['first_item']}..{stored['last_item']}"
+        raise LookupError(f"summary request {ends} names {stored['item_count']} items, "
+                          f"the commit has {len(ids)}")  # fmt: skip
+    return {"item_ids": ids, "tokens": stored["tokens"], "reason": stored["reason"]}
 
 
 def fold_summary(

@@ -5,6 +5,7 @@ Pure domain objects only (see ``test_rules.py`` for the builder).
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,7 +13,13 @@ from domain.budget import Budget
 from domain.context import Item
 from domain.policy import Policy
 from domain.rules.emergency import emergency_clear
-from domain.rules.summarize import fold_summary, foldable, summary_request
+from domain.rules.summarize import (
+    as_range,
+    fold_summary,
+    foldable,
+    summary_request,
+    with_item_ids,
+)
 from domain.working_context import WorkingContext
 from tests.domain.test_rules import T0, Builder, aged_tool, budget
 
@@ -281,15 +288,36 @@ def test_summary_request_matches_the_reference_rule(
     limits = budget(history=history, compact_at=-1)
     request = summary_request(ctx, limits)
     assert (ids(request) if request else None) == reference_request(ctx, limits)
+    if request is not None:  # the stored form (the run's two ends) names the same run
+        assert with_item_ids(as_range(request), ctx.items.values()) == request
+
+
+def steps_then_tail(steps: int, policy: Policy | None = None) -> tuple[Builder, list[Item]]:
+    """Anchors, ``steps`` foldable assistant items, then a full tail window."""
+    b = Builder(policy)
+    b.add("system", "be helpful", is_anchor=True)
+    b.add("user", "the task", is_anchor=True)
+    chunk = [b.add("assistant", f"step {n} " * 4) for n in range(steps)]
+    b.turns(3)
+    return b, chunk
+
+
+def test_a_stored_range_that_no_longer_fits_the_items_is_refused() -> None:
+    b, steps = steps_then_tail(6)
+    request = summary_request(b.ctx, budget(history=0, compact_at=-1))
+    assert request is not None
+    stored = as_range(request)
+    assert set(stored) == {"first_item", "last_item", "item_count", "tokens", "reason"}
+    b.ctx.remove(steps[1].item_id)
+    with pytest.raises(LookupError, match="names 6 items, the commit has 5"):
+        with_item_ids(stored, b.ctx.items.values())
+    legacy = {"item_ids": ["a", "b"], "tokens": 3, "reason": "r"}  # rows from before the range
+    assert with_item_ids(legacy, []) == legacy
 
 
 def test_one_request_covers_at_most_summary_max_tokens() -> None:
     """Far over the threshold, a request is one chunk; the next starts after its summary."""
-    b = Builder(Policy(summary_max_tokens=30))
-    b.add("system", "be helpful", is_anchor=True)
-    b.add("user", "the task", is_anchor=True)
-    chunk = [b.add("assistant", f"step {n} " * 4) for n in range(40)]
-    b.turns(3)
+    b, chunk = steps_then_tail(40, Policy(summary_max_tokens=30))
     request = summary_request(b.ctx, budget(history=0, compact_at=-1))
     assert request is not None
     covered = ids(request)

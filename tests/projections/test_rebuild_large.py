@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from domain.rules.summarize import with_item_ids
 from domain.summarizer import ExtractiveSummarizer
 from projections import queries as q
 from projections.rebuild import rebuild_and_compare
@@ -68,8 +69,9 @@ def compact_if_asked(rt: Runtime, sid: str, at: datetime) -> None:
     request = projector.commits[commit_id].summary_request if commit_id else None
     if request is None:
         return
-    items = {i.item_id: i for i in projector.items_of(commit_id)}
-    covered = [items[i] for i in request["item_ids"]]
+    listed = projector.items_of(commit_id)
+    items = {i.item_id: i for i in listed}
+    covered = [items[i] for i in with_item_ids(request, listed)["item_ids"]]
     summarizer = ExtractiveSummarizer()
     text = summarizer.summarize([{"role": i.role, "name": i.name, "rendered": i.rendered}
                                  for i in covered])  # fmt: skip
