@@ -13,6 +13,7 @@ import bisect
 import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from domain.context import ORD_STEP, STATES, Item, Transition, tightens
 from domain.policy import Policy
@@ -45,6 +46,9 @@ class WorkingContext:
     transitions: list[Transition] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
+    # The last summary request's scan, reusable while nothing it read changed
+    # (``domain.rules.summarize``); only ever a cache, never a fact.
+    request_memo: Any = None
 
     @classmethod
     def from_items(cls, policy: Policy, items: list[Item]) -> WorkingContext:

@@ -12,10 +12,12 @@ the rest of the way under the target is left to the requests that follow.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from domain.budget import Budget
 from domain.context import Item
+from domain.policy import Policy
 from domain.tokens import item_tokens
 from domain.working_context import WorkingContext
 
@@ -27,7 +29,38 @@ def foldable(item: Item) -> bool:
     return item.state in FOLDABLE and not item.locked and not item.is_anchor
 
 
+@dataclass(frozen=True)
+class ScanMemo:
+    """A scan that stopped because its run held ``enough`` tokens.
+
+    Its answer depended only on the visible items up to ``end_ord``, the
+    policy, ``enough``, and the tail window starting after ``end_ord``.
+    While those hold, the next commit's scan would read the same items and
+    stop at the same place, so it is skipped: far over the threshold, with
+    compaction off or failing, that scan is ~200 items on every commit.
+    """
+
+    policy: Policy
+    enough: int
+    end_ord: int
+    item_ids: list[str]
+    tokens: int
+
+    def still_holds(self, ctx: WorkingContext, enough: int, tail_start: int | None) -> bool:
+        # Every change to an item passes through ``ctx.changed`` (or
+        # ``ctx.removed``), which the builder clears only after the rules ran.
+        items, end = ctx.items, self.end_ord
+        return (
+            self.policy is ctx.policy
+            and self.enough == enough
+            and (tail_start is None or tail_start > end)
+            and not ctx.removed
+            and all(items[i].ord > end for i in ctx.changed if i in items)
+        )
+
+
 def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | None:
+    memo, ctx.request_memo = ctx.request_memo, None  # kept only when renewed below
     used = ctx.total_tokens - ctx.system_tokens
     if used <= budget.compact_at:
         return None
@@ -39,6 +72,9 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
     need = used - target
     cap = ctx.policy.summary_max_tokens
     enough = need if cap is None else min(need, cap)  # later requests take the rest
+    if memo is not None and memo.still_holds(ctx, enough, tail_start):
+        ctx.request_memo = memo
+        return _request(memo.item_ids, memo.tokens, used, budget, ctx.policy)
     run: list[Item] = []
     folded = 0
     # Units are single items or whole attach blocks, in order.  Summarized
@@ -68,7 +104,9 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
             run.extend(unit)
             folded += tokens
             if folded >= enough:
-                break
+                ids = [item.item_id for item in run]
+                ctx.request_memo = ScanMemo(ctx.policy, enough, ords[stop - 1], ids, folded)
+                return _request(ids, folded, used, budget, ctx.policy)
             index = stop
             continue
         if run:
@@ -76,11 +114,17 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
         index = stop
     if not run:
         return None
+    return _request([item.item_id for item in run], folded, used, budget, ctx.policy)
+
+
+def _request(
+    ids: list[str], tokens: int, used: int, budget: Budget, policy: Policy
+) -> dict[str, Any]:
     return {
-        "item_ids": [item.item_id for item in run],
-        "tokens": folded,
+        "item_ids": list(ids),
+        "tokens": tokens,
         "reason": f"history {used} tokens > compact at {budget.compact_at} "
-        f"({ctx.policy.compact_at:.0%} of {budget.history})",
+        f"({policy.compact_at:.0%} of {budget.history})",
     }
 
 

@@ -331,3 +331,50 @@ def test_one_request_covers_at_most_summary_max_tokens() -> None:
         unbounded.add("assistant", item.rendered)
     unbounded.turns(3)
     assert len(ids(summary_request(unbounded.ctx, budget(history=0, compact_at=-1)))) == 40
+
+
+# A commit's life as the builder drives it: changes, then the rules, then
+# ``changed`` cleared.  The scan memo must never make an answer differ from a
+# fresh scan's, whatever the changes were.
+operations = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "add", "add", "tighten", "lock", "unlock", "retoken", "remove",
+                         "fold", "policy"]),
+        st.integers(0, 10**6), st.sampled_from(["user", "assistant", "assistant", "tool"]),
+        st.integers(1, 60), st.sampled_from([None, None, None, "k1"]),
+    ),
+    min_size=1, max_size=60,
+)  # fmt: skip
+
+
+@given(operations=operations, history=st.integers(0, 600), cap=st.integers(1, 200))
+def test_a_reused_scan_answers_as_a_fresh_one_would(
+    operations: list[tuple[str, int, str, int, str | None]], history: int, cap: int
+) -> None:
+    policies = [Policy(tail_turns=2, summary_max_tokens=cap), Policy(tail_turns=1)]
+    ctx = WorkingContext(policies[0])
+    ctx.add(Item("sys", "sys", "system", "full", "x", 5, ctx.next_ord(), T0, is_anchor=True))
+    limits = budget(history=history, compact_at=-1)
+    for step, (op, pick, role, tokens, block) in enumerate(operations):
+        chosen = sorted(ctx.items.values(), key=lambda i: i.ord)
+        item = chosen[pick % len(chosen)]
+        if op == "add":
+            ctx.add(Item(f"i{step}", f"i{step}", role, "full", "x", tokens, ctx.next_ord(), T0,
+                         attached_from=block))  # fmt: skip
+        elif op == "tighten" and not item.locked and item.state in ("full", "aged"):
+            ctx.set_state(item, "aged" if item.state == "full" else "cleared", "test", "")
+        elif op in ("lock", "unlock") and item.state != "summary":
+            ctx.set_locked(item, op == "lock")
+        elif op == "retoken":
+            ctx.retoken(item, tokens)
+        elif op == "remove" and item.item_id != "sys":
+            ctx.remove(item.item_id)
+        elif op == "fold":
+            fold_summary(ctx, f"s{step}", [i.item_id for i in chosen[: pick % 5 + 1]], "t", "x")
+        elif op == "policy":
+            ctx.policy = policies[pick % 2]
+        request = summary_request(ctx, limits)
+        assert (ids(request) if request else None) == reference_request(ctx, limits)
+        ctx.changed.clear()
+        ctx.removed.clear()
+        ctx.transitions.clear()
