@@ -1,11 +1,15 @@
 """Server-sent events: a session's occupancy and timeline, pushed as they change.
 
 The stream polls the projections' tracking position every ``interval``
-seconds (0.25 by default); when it moves, it reloads the session's
-occupancy and timeline and sends whichever changed, as ``event: occupancy``
-and ``event: timeline``.  The first state is sent at once; ``?once=1`` sends
-it and closes.  Every blocking runtime call runs in the threadpool, and the
-loop ends as soon as the client goes away.
+seconds (0.25 by default).  It opens with the session's whole state, as
+``event: occupancy`` and ``event: timeline``; ``?once=1`` sends that and
+closes.  When the position moves it sends the occupancy if it changed and,
+as ``event: timeline_append``, only the timeline entries of commits made
+since the last frame: commits never change, so a client appends them to
+what it has.  Resending the whole timeline on every change cost a
+10,000-commit session a query of every commit and megabytes per frame.
+Every blocking runtime call runs in the threadpool, and the loop ends as
+soon as the client goes away.
 """
 
 from __future__ import annotations
@@ -37,18 +41,24 @@ def frame(event: str, data: Any, event_id: int | None = None) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def _state(runtime: Runtime, sid: str) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
-    """Position first: anything applied after it is caught by the next poll."""
+State = tuple[int, dict[str, Any], list[dict[str, Any]], int]
+
+
+def _state(runtime: Runtime, sid: str, after: int = 0) -> State:
+    """Position first: anything applied after it is caught by the next poll.
+
+    The timeline part is the entries after log position ``after``, and the
+    position of the last of them, which the next poll starts from.
+    """
     position = runtime.position()
-    return position, runtime.occupancy(sid), runtime.timeline(sid)
+    return (position, runtime.occupancy(sid)) + runtime.timeline_after(sid, after)
 
 
 async def _frames(
-    request: Request, runtime: Runtime, sid: str, q: s.StreamQuery,
-    first: tuple[int, dict[str, Any], list[dict[str, Any]]],
-) -> AsyncIterator[str]:  # fmt: skip
-    position, occupancy, timeline = first
-    sent = {"occupancy": occupancy, "timeline": timeline}
+    request: Request, runtime: Runtime, sid: str, q: s.StreamQuery, first: State
+) -> AsyncIterator[str]:
+    position, occupancy, timeline, seen_upto = first
+    sent_occupancy = occupancy
     yield frame("occupancy", occupancy, position)
     yield frame("timeline", {"session_id": sid, "commits": timeline}, position)
     if q.once:
@@ -59,14 +69,16 @@ async def _frames(
             await asyncio.sleep(q.interval)
             now = await run_in_threadpool(runtime.position)
             if now != position:
-                position, occupancy, timeline = await run_in_threadpool(_state, runtime, sid)
-                if occupancy != sent["occupancy"]:
-                    sent["occupancy"] = occupancy
+                position, occupancy, added, seen_upto = await run_in_threadpool(
+                    _state, runtime, sid, seen_upto
+                )
+                if occupancy != sent_occupancy:
+                    sent_occupancy = occupancy
                     yield frame("occupancy", occupancy, position)
                     quiet_since = time.monotonic()
-                if timeline != sent["timeline"]:
-                    sent["timeline"] = timeline
-                    yield frame("timeline", {"session_id": sid, "commits": timeline}, position)
+                if added:
+                    yield frame("timeline_append", {"session_id": sid, "commits": added},
+                                position)  # fmt: skip
                     quiet_since = time.monotonic()
             if time.monotonic() - quiet_since > KEEPALIVE_SECONDS:
                 yield ": keep-alive\n\n"  # a comment: also how a dead peer is noticed
@@ -93,6 +105,7 @@ async def stream(request: Request) -> Response:
 
 ENDPOINTS = [
     Endpoint("GET", "/sessions/{sid}/stream", stream,
-             "SSE: occupancy and timeline, pushed whenever they change", query=s.StreamQuery,
+             "SSE: occupancy and timeline, then changes: occupancy when it changes, "
+             "timeline_append with only the new commits' entries", query=s.StreamQuery,
              media_type="text/event-stream"),
 ]  # fmt: skip

@@ -73,15 +73,27 @@ def head_commit(projector: Projector, store: ProjectionStore, session_id: str) -
 
 
 def timeline(store: ProjectionStore, session_id: str) -> list[dict[str, Any]]:
+    return timeline_after(store, session_id, 0)[0]
+
+
+def timeline_after(
+    store: ProjectionStore, session_id: str, after: int
+) -> tuple[list[dict[str, Any]], int]:
+    """Entries of commits projected after log position ``after``, and the last one's.
+
+    Commits never change, so a timeline only ever grows at its end: a reader
+    that has the entries up to a position needs only the ones after it.
+    """
     c = t.commits.c
     query = (
         select(c.commit_id, c.head_node_id, c.parent_ids, c.event_seq, c.total_tokens,
-               c.counts, c.rules_version, c.created_at, c.summary_request)
-        .where(c.session_id == str(session_id))
+               c.counts, c.rules_version, c.created_at, c.summary_request, c.notification_id)
+        .where(c.session_id == str(session_id), c.notification_id > after)
         .order_by(c.notification_id)
     )  # fmt: skip
     with store.engine.connect() as conn:
         rows = conn.execute(query).all()
+    last = rows[-1].notification_id if rows else after
     return [
         {
             "commit_id": r.commit_id, "head_node_id": r.head_node_id,
@@ -91,7 +103,7 @@ def timeline(store: ProjectionStore, session_id: str) -> list[dict[str, Any]]:
             "needs_summary": r.summary_request is not None,
         }  # fmt: skip
         for r in rows
-    ]
+    ], last
 
 
 def explain(projector: Projector, store: ProjectionStore, session_id: str,

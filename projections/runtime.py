@@ -151,9 +151,12 @@ class Runtime:
             return self._rendered[key]
 
     def timeline(self, session_id: str) -> list[dict[str, Any]]:
+        return self.timeline_after(session_id, 0)[0]
+
+    def timeline_after(self, session_id: str, after: int) -> tuple[list[dict[str, Any]], int]:
         with self._lock:
             q.session_row(self._projector(), session_id)
-            return q.timeline(self.store, session_id)
+            return q.timeline_after(self.store, session_id, after)
 
     def explain(self, session_id: str, node_id: str) -> dict[str, Any]:
         with self._lock:

@@ -638,7 +638,11 @@ def test_stream_pushes_changes_and_stops_when_the_client_leaves(runtime: Any) ->
             assert [name for name, _ in seen[:2]] == ["occupancy", "timeline"]
             pushed = dict(seen[2:])
             assert pushed["occupancy"]["estimated"] > seen[0][1]["estimated"]
-            assert len(pushed["timeline"]["commits"]) > len(seen[1][1]["commits"])
+            # only the new commit's entry; with the first frame, the whole timeline
+            opened = seen[1][1]["commits"]
+            assert pushed["timeline_append"]["commits"] == http.get(
+                f"/sessions/{sid}/timeline").json()["commits"][len(opened):]  # fmt: skip
+            assert len(pushed["timeline_append"]["commits"]) == 1
     finally:
         started = time.monotonic()
         server.should_exit = True
