@@ -34,8 +34,14 @@ class Processor:
         self.projector: Projector | None = None
 
     def _refresh_policies(self) -> None:
+        """Take up rules another process recorded, keeping our objects when nothing changed.
+
+        Caches keyed on a policy object (its rules_version digest, the
+        summary-request scan memo) survive from one catch-up to the next only
+        if the object does.
+        """
         history = self.store.policy_history()
-        if history:
+        if history and history != list(zip(self.starts, self.policies, strict=True)):
             self.starts = [start for start, _ in history]
             self.policies = [p for _, p in history]
 

@@ -51,7 +51,7 @@ class ScanMemo:
         # ``ctx.removed``), which the builder clears only after the rules ran.
         items, end = ctx.items, self.end_ord
         return (
-            self.policy is ctx.policy
+            self.policy == ctx.policy
             and self.enough == enough
             and (tail_start is None or tail_start > end)
             and not ctx.removed

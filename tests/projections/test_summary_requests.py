@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from domain.policy import Policy
 from domain.rules.summarize import with_item_ids
+from projections import queries as q
 from projections import tables as t
 from projections.migrate import alembic_config, upgrade
 from projections.rebuild import rebuild_and_compare
@@ -98,3 +99,23 @@ def commit_requests(rt: Runtime) -> dict[str, str]:
                             .where(t.commits.c.summary_request.is_not(None))
                             .order_by(t.commits.c.notification_id)).all()  # fmt: skip
     return {cid: body for cid, body in rows}
+
+
+def test_live_commands_reuse_the_scan_while_its_run_is_untouched(store_url: str) -> None:
+    """One catch-up per command: the memo must survive from one to the next."""
+    rt = Runtime(store_url, auto_compact=False, policy=Policy(summary_max_tokens=CAP))
+    try:
+        sid, _ = rt.execute("start_session", "t", "openai:gpt-4o", context_window=4_000,
+                            at=T0)  # fmt: skip
+        rt.execute("append_node", sid, role="user", input="the task", at=T0)
+        memos = []
+        for n in range(120):
+            rt.execute("append_node", sid, role="assistant", output=f"step {n} " * 20,
+                       at=T0 + timedelta(seconds=n))  # fmt: skip
+            projector = rt.processor.projector
+            assert projector is not None
+            head = q.head_commit_id(projector, q.session_row(projector, str(sid)))
+            memos.append(projector.contexts[str(head)].request_memo)
+        assert memos[-1] is not None and memos[-1] is memos[-2], "reused, not rescanned"
+    finally:
+        rt.close()
