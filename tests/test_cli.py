@@ -8,6 +8,9 @@ bad line must be refused by number without leaving half a session behind.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -201,6 +204,22 @@ def test_rebuild_reports_identical_digests(capsys: pytest.CaptureFixture[str], d
     status, out, _ = run(capsys, "rebuild", "--db", db)
     result = json.loads(out)
     assert status == 0 and result["identical"] is True and result["events"] > 0
+
+
+def test_scripts_rebuild_runs_the_same_command(capsys: pytest.CaptureFixture[str], db: str,
+                                              tmp_path: Path) -> None:  # fmt: skip
+    """``scripts/rebuild`` is the entry point the projection issue names."""
+    imported(capsys, db, write(tmp_path / "t.jsonl", SMALL))
+    script = Path(cli.__file__).resolve().parent / "rebuild"
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep
+               + os.environ.get("PATH", ""))  # fmt: skip
+    done = subprocess.run([str(script), "--db", db], capture_output=True, text=True, env=env,
+                          timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["identical"] is True
+    missing = subprocess.run([str(script), "--db", "nope://x"], capture_output=True, text=True,
+                             env=env, timeout=120, check=False)  # fmt: skip
+    assert missing.returncode != 0 and "error:" in missing.stderr
 
 
 def test_transcript_without_any_time_uses_one_import_clock() -> None:
