@@ -104,4 +104,3 @@ class ContextCommit:
             "summary_request": self.summary_request,
             "items": [item.to_json() for item in self.items],
         }
-

@@ -185,11 +185,18 @@ def build(
     }  # fmt: skip
     transitions = [
         {
-            "notification_id": event.notification_id, "session_id": session.session_id,
-            "commit_id": commit_id, "item_id": t.item_id, "source_node_id": t.source_node_id,
-            "from_state": t.from_state, "to_state": t.to_state, "rule": t.rule,
-            "rules_version": version, "event_id": event.event_id,
-            "event_seq": event.seq, "inputs": t.inputs,
+            "notification_id": event.notification_id,
+            "session_id": session.session_id,
+            "commit_id": commit_id,
+            "item_id": t.item_id,
+            "source_node_id": t.source_node_id,
+            "from_state": t.from_state,
+            "to_state": t.to_state,
+            "rule": t.rule,
+            "rules_version": version,
+            "event_id": event.event_id,
+            "event_seq": event.seq,
+            "inputs": t.inputs,
         }  # fmt: skip
         for t in ctx.transitions
     ]

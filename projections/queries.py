@@ -96,10 +96,14 @@ def timeline_after(
     last = rows[-1].notification_id if rows else after
     return [
         {
-            "commit_id": r.commit_id, "head_node_id": r.head_node_id,
-            "parent_ids": json.loads(r.parent_ids), "event_seq": r.event_seq,
-            "total_tokens": r.total_tokens, "counts": json.loads(r.counts),
-            "rules_version": r.rules_version, "created_at": r.created_at,
+            "commit_id": r.commit_id,
+            "head_node_id": r.head_node_id,
+            "parent_ids": json.loads(r.parent_ids),
+            "event_seq": r.event_seq,
+            "total_tokens": r.total_tokens,
+            "counts": json.loads(r.counts),
+            "rules_version": r.rules_version,
+            "created_at": r.created_at,
             "needs_summary": r.summary_request is not None,
         }  # fmt: skip
         for r in rows
@@ -199,8 +203,10 @@ def occupancy(projector: Projector, store: ProjectionStore, session_id: str) -> 
     with store.engine.connect() as conn:
         last = conn.execute(query).first()
     measured = None
-    if last is not None and last.head_node == session.head and (
-        last.notification_id > session.graph_position
+    if (
+        last is not None
+        and last.head_node == session.head
+        and (last.notification_id > session.graph_position)
     ):
         measured = last.input_tokens + last.cache_read
     return {

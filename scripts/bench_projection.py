@@ -55,7 +55,9 @@ _shared_tiktoken = ROOT.parent / "shared" / "tiktoken"
 if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared_tiktoken.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(_shared_tiktoken)
 
-PG_ADMIN_URL = os.environ.get("CTXSTORE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_URL = os.environ.get(
+    "CTXSTORE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
 BATCH = 50
 REPEATS = 3  # batches timed at each size; the median is reported
 FLAT_TARGET = 2.0

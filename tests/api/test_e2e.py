@@ -65,8 +65,10 @@ def post(client: httpx.Client, path: str, body: dict[str, Any]) -> Any:
 
 
 def at(minute: int) -> str:
-    return f"2026-03-01T09:{minute:02d}:00+00:00" if minute < 60 else (
-        f"2026-03-01T{9 + minute // 60:02d}:{minute % 60:02d}:00+00:00"
+    return (
+        f"2026-03-01T09:{minute:02d}:00+00:00"
+        if minute < 60
+        else (f"2026-03-01T{9 + minute // 60:02d}:{minute % 60:02d}:00+00:00")
     )
 
 

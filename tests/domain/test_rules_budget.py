@@ -277,7 +277,9 @@ entries = st.lists(
 @given(entries=entries, history=st.integers(0, 800), tail=st.integers(0, 4),
        cap=st.one_of(st.none(), st.integers(1, 300)))  # fmt: skip
 def test_summary_request_matches_the_reference_rule(
-    entries: list[tuple[str, str, bool, bool, str | None, int]], history: int, tail: int,
+    entries: list[tuple[str, str, bool, bool, str | None, int]],
+    history: int,
+    tail: int,
     cap: int | None,
 ) -> None:
     ctx = WorkingContext(Policy(tail_turns=tail, summary_max_tokens=cap))

@@ -197,6 +197,7 @@ def test_branch_uses_the_source_node_as_predecessor(app: CtxStore) -> None:
 
 def test_refusals_have_codes_and_store_nothing(app: CtxStore) -> None:
     sid = seeded(app)
+    # fmt: off
     cases: list[tuple[type[errors.DomainError], str, int, Callable[[], object]]] = [
         (errors.NodeNotFound, "node_not_found", 404,
          lambda: app.append_node(sid, role="user", predecessor="nope")),
@@ -231,6 +232,7 @@ def test_refusals_have_codes_and_store_nothing(app: CtxStore) -> None:
         (errors.StaleVersion, "stale_version", 409,
          lambda: app.checkout(sid, "u1", expected_version=99)),
     ]
+    # fmt: on
     for error, code, status, command in cases:
         refusal = refused(app, sid, error, command)
         assert (refusal.code, refusal.status) == (code, status)
