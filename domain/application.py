@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from itertools import islice
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -21,11 +22,13 @@ from eventsourcing.persistence import IntegrityError
 
 from domain import errors
 from domain.limits import MAX_LABEL, check_id, check_label, check_window
+from domain.node_claim import NodeClaim, claim_id
 from domain.session import Session
 from domain.store_config import database_url, eventsourcing_env
 
 T = TypeVar("T")
-CommitResolver = Callable[[str], "str | None"]
+# (session id, node id) -> the projection's newest commit there, if it has one
+CommitResolver = Callable[[str, str], "str | None"]
 
 
 class CtxStore(Application[UUID]):
@@ -53,7 +56,7 @@ class CtxStore(Application[UUID]):
         merged.update(given)
         super().__init__(merged)
         self._lock = threading.RLock()
-        self.commit_resolver: CommitResolver = lambda node_id: None
+        self.commit_resolver: CommitResolver = lambda session_id, node_id: None
 
     # ------------------------------------------------------------- plumbing
 
@@ -82,8 +85,9 @@ class CtxStore(Application[UUID]):
                 agg = self.session(session_id)
                 try:
                     agg.expect_version(expected_version)
+                    known = len(agg.nodes)
                     result = fn(agg)
-                    self._save(agg)
+                    self._save(agg, *self._claims(agg, known))
                 except errors.StaleVersion:
                     self._evict(agg.id)
                     if attempt + 1 == attempts:
@@ -95,10 +99,30 @@ class CtxStore(Application[UUID]):
                 return result, agg.version
         raise AssertionError("unreachable")
 
-    def _save(self, *aggs: Session) -> None:
+    def _claims(self, agg: Session, known: int) -> list[NodeClaim]:
+        """One claim per node the command added; refused if another session holds the id."""
+        new = list(islice(reversed(agg.nodes), len(agg.nodes) - known))[::-1]
+        for node_id in new:
+            self._refuse_claimed(node_id)
+        return [NodeClaim(node_id=node_id, session_id=str(agg.id)) for node_id in new]
+
+    def _refuse_claimed(self, node_id: str) -> None:
+        stored = self.recorder.select_events(claim_id(node_id), limit=1)
+        if stored:
+            raise errors.DuplicateNode(
+                f"node id {node_id!r} is already used (node ids are unique across the store)",
+                node_id=node_id,
+            )
+
+    def _save(self, *aggs: Any) -> None:
         try:
             self.save(*aggs)
         except IntegrityError:
+            # Either the session moved on, or another session claimed one of
+            # our new node ids in the meantime: say which.
+            for agg in aggs:
+                if isinstance(agg, NodeClaim):
+                    self._refuse_claimed(agg.node_id)
             raise errors.StaleVersion(
                 "another writer changed this session first; reload and retry"
             ) from None
@@ -218,7 +242,7 @@ class CtxStore(Application[UUID]):
         if head is None:
             raise errors.InvalidCommand("the source session has no nodes to attach")
         source.node(head)
-        commit = self.commit_resolver(head)
+        commit = self.commit_resolver(str(source.id), head)
         return self._command(
             session_id, expected_version,
             lambda s: s.stage_attach(str(source.id), head, commit, at),

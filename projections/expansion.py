@@ -49,7 +49,7 @@ def expand_attach(projector: Projector, ctx: WorkingContext, node: NodeRow) -> N
         return  # this source is already staged under this head: expand once
     commit_id = node.meta.get("commit")
     if commit_id not in projector.commits:
-        commit_id = projector.latest_commit.get(head)
+        commit_id = projector.commit_at(source, head)
     at = node.created_at
     if commit_id is None:
         text = f"[Attached context from session {source} at {head} could not be loaded]"

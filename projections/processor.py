@@ -99,4 +99,4 @@ class Processor:
         for row in self.store.rows_after(t.commits, since, conn):
             raw = dict(row._mapping)
             projector.commits[raw["commit_id"]] = meta_of(raw)
-            projector.latest_commit[raw["head_node_id"]] = raw["commit_id"]
+            projector.latest_commit[(raw["session_id"], raw["head_node_id"])] = raw["commit_id"]

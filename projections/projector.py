@@ -16,6 +16,7 @@ from typing import Any
 
 from domain import events as ev
 from domain.context import Item
+from domain.node_claim import NodeClaim
 from domain.policy import Policy
 from domain.working_context import WorkingContext
 from projections.context_commit import build
@@ -33,7 +34,8 @@ class Projector:
         self.policy_at = policy_at
         self.load_rows = load_rows
         self.dag = DagIndex()
-        self.latest_commit: dict[str, str] = {}  # node id -> newest commit with that head
+        # (session id, head node id) -> the newest commit that session made at that head
+        self.latest_commit: dict[tuple[str, str], str] = {}
         self.commits: dict[str, CommitMeta] = {}
         self.contexts: OrderedDict[str, WorkingContext] = OrderedDict()
         self.pending: dict[str, dict[str, Any]] = {}  # commit rows not yet written
@@ -63,6 +65,28 @@ class Projector:
         node = self.dag.nodes.get(node_id)
         return node_texts(node) if node is not None else None
 
+    def commit_at(self, session_id: str, node_id: str) -> str | None:
+        """The newest commit ``session_id`` sees at ``node_id``.
+
+        Its own if it made one there, else the one of the session it branched
+        from, and so on up: a branch starts at a node of its source, and a pin
+        on the branch must not show up in the source (nor the source's later
+        pins in the branch, once the branch has a commit of its own there).
+        A node of an unrelated session (a merge peer, an attach source) is
+        looked up in that session, so callers pass the session that holds it.
+        """
+        sid: str | None = session_id
+        for _ in range(len(self.dag.sessions) + 1):  # a branch chain has no cycles
+            if sid is None:
+                return None
+            found = self.latest_commit.get((sid, node_id))
+            if found is not None:
+                return found
+            session = self.dag.sessions.get(sid)
+            branched = session.branched_from if session is not None else None
+            sid = branched["session_id"] if branched else None
+        return None
+
     def take(self, commit_id: str | None, policy: Policy) -> WorkingContext:
         """The working context of ``commit_id`` to build on (taken from the cache)."""
         if commit_id is None:
@@ -81,6 +105,9 @@ class Projector:
     # --------------------------------------------------------------- apply
 
     def apply(self, event: Any, notification_id: int) -> None:
+        if isinstance(event, NodeClaim.Event):  # the write side's id index: nothing to show
+            self.position = notification_id
+            return
         info = EventInfo(
             session_id=str(event.originator_id),
             event_id=f"{event.originator_id}:{event.originator_version}",
@@ -156,10 +183,9 @@ class Projector:
             input=None, output=None, parent=event.predecessor, edge="predecessor",
             call_id=None, reads=[], meta=meta, sibling_of=None, version_kind=None,
         )  # fmt: skip
-        peer_commits = [
-            self.latest_commit[p["node_id"]] for p in event.peers
-            if p["node_id"] in self.latest_commit
-        ]  # fmt: skip
+        found = (self.commit_at(p.get("session_id", info.session_id), p["node_id"])
+                 for p in event.peers)  # fmt: skip
+        peer_commits = [c for c in found if c is not None]
         # Items a peer already holds come in from that peer, as the peer has them,
         # rather than re-entering the base side as fresh items.
         held = {i.item_id for c in peer_commits for i in self.items_of(c)}
@@ -174,20 +200,21 @@ class Projector:
     ) -> None:  # fmt: skip
         """Choose the base commit for a new head node, then build on it."""
         prev = self.dag.previous(node)
+        sid = session.session_id
+        prev_commit = self.commit_at(sid, prev.node_id) if prev is not None else None
         fast = (
             prev is not None
             and node.sibling_of is None
-            and prev.node_id in self.latest_commit
+            and prev_commit is not None
             and (node.parent == prev.node_id
                  or (prev.role == "tool" and prev.parent == node.parent))
         )  # fmt: skip
         removes: list[str] = []
         if fast:
-            assert prev is not None
-            base_id: str | None = self.latest_commit[prev.node_id]
+            base_id: str | None = prev_commit
             new_nodes = [node]
         else:
-            base_id = self.latest_commit.get(node.parent) if node.parent else None
+            base_id = self.commit_at(sid, node.parent) if node.parent else None
             new_nodes, removes = self._diff(node, base_id)
             if skip:
                 new_nodes = [n for n in new_nodes if n.node_id not in skip]
@@ -218,9 +245,10 @@ class Projector:
                       extra: Callable[[WorkingContext], None] | None = None,
                       head: str | None = None) -> None:  # fmt: skip
         head = head or session.head
-        if head is None or head not in self.latest_commit:
+        base_id = self.commit_at(session.session_id, head) if head is not None else None
+        if head is None or base_id is None:
             return
-        self._build(session, head, self.latest_commit[head], info, [], [], extra, [])
+        self._build(session, head, base_id, info, [], [], extra, [])
 
     def _build(self, session: SessionRow, head: str, base_id: str | None, info: EventInfo,
                new_nodes: list[NodeRow], removes: list[str],
@@ -243,7 +271,7 @@ class Projector:
             self.outbox.transitions.append(dict(transition, ordinal=self._ordinal))
             self._ordinal += 1
         self.commits[row["commit_id"]] = built.meta
-        self.latest_commit[head] = row["commit_id"]
+        self.latest_commit[(session.session_id, head)] = row["commit_id"]
         self._keep(row["commit_id"], built.ctx)
 
     # --------------------------------------------------------- other events

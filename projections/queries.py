@@ -43,7 +43,7 @@ def sessions(projector: Projector) -> list[dict[str, Any]]:
 
 
 def head_commit_id(projector: Projector, session: SessionRow) -> str | None:
-    return projector.latest_commit.get(session.head) if session.head else None
+    return projector.commit_at(session.session_id, session.head) if session.head else None
 
 
 def load_commit(projector: Projector, store: ProjectionStore, session_id: str,

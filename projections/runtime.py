@@ -108,10 +108,10 @@ class Runtime:
         assert self.processor.projector is not None
         return self.processor.projector
 
-    def _latest_commit_of(self, node_id: str) -> str | None:
+    def _latest_commit_of(self, session_id: str, node_id: str) -> str | None:
         with self._lock:
-            latest: dict[str, str] = self._projector().latest_commit
-            return latest.get(node_id)
+            found: str | None = self._projector().commit_at(session_id, node_id)
+            return found
 
     # ------------------------------------------------------------- queries
 

@@ -85,7 +85,7 @@ class Model:
 def run_step(app: CtxStore, sid: Any, m: Model, step: tuple[str, int, int, int], i: int) -> Error:
     """Run one command, check it against the model; return the refusal expected."""
     op, a, b, c = step
-    new_id = f"n{i}"
+    new_id = f"{str(sid)[:8]}-n{i}"  # node ids are unique across the store, not per session
     if op in ("user", "assistant", "tool"):
         # c: 0-6 a fresh id, 7 an existing id, 8 its own parent, 9 both edges given
         node_id = str(m.pick(a, missing=False) or new_id) if c == 7 else new_id

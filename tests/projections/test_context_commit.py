@@ -133,6 +133,28 @@ def test_a_branch_sessions_first_commit_includes_the_source_chain(rt: Runtime) -
     assert items(rt, str(branch))[1]["is_anchor"], "the source's first user is still an anchor"
 
 
+def test_commands_on_a_branch_leave_the_source_sessions_commits_alone(rt: Runtime) -> None:
+    """A branch at a source node pins and switches models in its own commits only."""
+    src = start(rt, "source")
+    user = add(rt, src, "user", "q")
+    answer = add(rt, src, "assistant", "a", 1)
+    source_head = rt.head_commit(src)
+    branch = str(rt.execute("branch", src, answer, at=at(2))[0])
+    rt.execute("pin", branch, answer, at=at(3))
+    rt.execute("switch_model", branch, "anthropic:claude-sonnet-4", at=at(4))
+    assert rt.head_commit(src) == source_head, "the source's view did not move"
+    mine = rt.head_commit(branch)
+    assert mine["session_id"] == branch and mine["parent_ids"] != []
+    assert by_id(rt, branch)[answer]["locked"] and not by_id(rt, src)[answer]["locked"]
+    nxt = add(rt, src, "user", "next", 5)  # the source builds on its own commit, unpinned
+    assert rt.head_commit(src)["parent_ids"] == [source_head["id"]]
+    assert not by_id(rt, src)[answer]["locked"] and ids(rt, src) == [user, answer, nxt]
+    own = add(rt, branch, "user", "in the branch", 6)  # the branch builds on its own
+    assert by_id(rt, branch)[answer]["locked"] and ids(rt, branch) == [user, answer, own]
+    nested = str(rt.execute("branch", branch, answer, at=at(7))[0])
+    assert by_id(rt, nested)[answer]["locked"], "a branch of the branch sees the branch's pin"
+
+
 # ------------------------------------------------------------------ attach
 
 
