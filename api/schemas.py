@@ -19,7 +19,10 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def _utc(value: datetime) -> datetime:
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # pydantic reports only ValueError as a validation error
+        raise ValueError("the time is out of range once converted to UTC") from None
 
 
 # An ISO 8601 timestamp with its offset, stored as UTC.
@@ -100,7 +103,7 @@ class Merge(Command):
 
 class Usage(Command):
     request_id: str
-    input_tokens: int
+    input_tokens: int  # range checked by the domain (invalid_command), as for the CLI
     cache_read: int = 0
     output_tokens: int = 0
     provider: str | None = None
@@ -132,7 +135,8 @@ class Query(BaseModel):
 
 
 class EventsQuery(Query):
-    after: int = Field(0, ge=0, description="return events with originator version > after")
+    after: int = Field(0, ge=0, le=2**63 - 1,
+                       description="return events with originator version > after")  # fmt: skip
     limit: int = Field(100, ge=1, le=1000)
 
 

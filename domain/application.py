@@ -21,7 +21,7 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
 
 from domain import errors
-from domain.limits import MAX_LABEL, check_id, check_label, check_window
+from domain.limits import check_label, check_model, check_window
 from domain.node_claim import NodeClaim, claim_id
 from domain.session import Session
 from domain.store_config import database_url, eventsourcing_env
@@ -61,10 +61,23 @@ class CtxStore(Application[UUID]):
     # ------------------------------------------------------------- plumbing
 
     def session(self, session_id: UUID | str) -> Session:
+        """The session, addressed by its id exactly as the API spells it.
+
+        ``UUID()`` also parses upper case, braces and ``urn:uuid:`` forms; if
+        those reached a command, the event would be stored while everything
+        keyed by the id's text (the projections, the merge and attach
+        checks) looked for another session.  So only the canonical form is
+        a session id.
+        """
         try:
             sid = session_id if isinstance(session_id, UUID) else UUID(str(session_id))
         except ValueError:
             raise errors.SessionNotFound(f"not a session id: {session_id!r}") from None
+        if not isinstance(session_id, UUID) and str(sid) != session_id:
+            raise errors.SessionNotFound(
+                f"not a session id: {session_id!r} (write it as {str(sid)!r})",
+                session_id=session_id,
+            )
         try:
             agg: Any = self.repository.get(sid)
         except AggregateNotFoundError:
@@ -144,7 +157,7 @@ class CtxStore(Application[UUID]):
         context_window: int | None = None,
         at: datetime | None = None,
     ) -> tuple[UUID, int]:
-        _check_model(model)
+        check_model(model)
         check_label("title", title)
         check_window(context_window)
         agg = Session._create(
@@ -215,7 +228,7 @@ class CtxStore(Application[UUID]):
         self, session_id: UUID | str, model: str, context_window: int | None = None,
         expected_version: int | None = None, at: datetime | None = None,
     ) -> tuple[None, int]:  # fmt: skip
-        _check_model(model)
+        check_model(model)
         return self._command(
             session_id, expected_version, lambda s: s.switch_model(model, context_window, at)
         )
@@ -296,9 +309,3 @@ class CtxStore(Application[UUID]):
         agg: Any = self.repository.get(sid, version=version)
         assert isinstance(agg, Session)
         return agg
-
-
-def _check_model(model: str) -> None:
-    check_id("model", model, MAX_LABEL)
-    if ":" not in model:
-        raise errors.InvalidCommand("model must be 'provider:model'", model=model)

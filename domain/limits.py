@@ -12,6 +12,7 @@ from domain import errors
 
 MAX_ID = 64
 MAX_LABEL = 128
+MAX_COUNT = 2**31 - 1  # token counts: the projection's integer columns
 
 
 def check_id(field: str, value: str | None, limit: int = MAX_ID) -> None:
@@ -22,6 +23,30 @@ def check_id(field: str, value: str | None, limit: int = MAX_ID) -> None:
                                     field=field)  # fmt: skip
     if any(ch in value for ch in "\x00\r\n\t"):
         raise errors.InvalidCommand(f"{field} must not contain control characters", field=field)
+
+
+def check_node_id(value: str | None) -> None:
+    """Node ids also appear as one URL path segment, so they cannot hold a ``/``."""
+    check_id("node_id", value)
+    if value is not None and "/" in value:
+        raise errors.InvalidCommand("node_id must not contain '/'", field="node_id")
+
+
+def check_model(model: str) -> None:
+    """``provider:model``; the provider part is what usage rows record by default."""
+    check_id("model", model, MAX_LABEL)
+    provider, colon, _ = model.partition(":")
+    if not colon or not provider:
+        raise errors.InvalidCommand("model must be 'provider:model'", model=model)
+    if len(provider) > MAX_ID:
+        raise errors.InvalidCommand(f"the provider part of model must be at most {MAX_ID} "
+                                    "characters", model=model)  # fmt: skip
+
+
+def check_count(field: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+        raise errors.InvalidCommand(f"{field} must be an integer of 0..{MAX_COUNT:,}",
+                                    field=field)  # fmt: skip
 
 
 def check_label(field: str, value: str | None, limit: int = 10_000) -> None:

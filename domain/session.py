@@ -28,7 +28,7 @@ from domain.events import (
     NodeUnpinned,
     SessionStarted,
 )
-from domain.limits import MAX_LABEL, check_id, check_label, check_window
+from domain.limits import MAX_LABEL, check_id, check_label, check_model, check_node_id, check_window
 from domain.node_text import node_texts
 from domain.nodes import ROLES, NodeRef
 from domain.session_context import ContextCommands
@@ -120,7 +120,7 @@ class Session(ContextCommands, Aggregate):
     ) -> str:
         if role not in ROLES:
             raise errors.InvalidCommand(f"role must be one of {sorted(ROLES)}", role=role)
-        check_id("node_id", node_id)
+        check_node_id(node_id)
         check_id("call_id", call_id)
         check_label("name", name, MAX_LABEL)
         node_id = node_id or str(uuid.uuid4())
@@ -200,6 +200,8 @@ class Session(ContextCommands, Aggregate):
         """Retry (same content) or edit (different content) as a sibling version."""
         self._refuse_while_running("retry or edit")
         ref = self.node(of)
+        if ref.role not in ROLES:  # an attach or a merge: nothing to say again
+            raise errors.InvalidCommand(f"a {ref.role} node has no versions", node_id=of)
         if ref.external:
             raise errors.InvalidCommand("retry the branch point in its own session", node_id=of)
         name = name if name is not None else ref.name
@@ -233,7 +235,7 @@ class Session(ContextCommands, Aggregate):
         at: datetime | None,
     ) -> str:
         """A second root: append_node would default the predecessor to HEAD."""
-        check_id("node_id", node_id)
+        check_node_id(node_id)
         check_label("name", name, MAX_LABEL)
         node_id = node_id or str(uuid.uuid4())
         if self.knows(node_id):
@@ -272,6 +274,7 @@ class Session(ContextCommands, Aggregate):
         return run_id
 
     def finish_run(self, status: str = "completed", at: datetime | None = None) -> None:
+        check_id("status", status, MAX_LABEL)
         if not self.running:
             raise errors.AgentNotRunning("no agent run is active")
         self.trigger_event(AgentRunFinished, run_id=self.running, status=status, timestamp=at)
@@ -279,7 +282,7 @@ class Session(ContextCommands, Aggregate):
     def switch_model(
         self, model: str, context_window: int | None = None, at: datetime | None = None
     ) -> None:
-        _check_model(model)
+        check_model(model)
         check_window(context_window)
         self.trigger_event(ModelSwitched, model=model, context_window=context_window, timestamp=at)
 
@@ -297,9 +300,3 @@ class Session(ContextCommands, Aggregate):
         if self.running:
             raise errors.AgentRunning(f"cannot {what} while an agent run is active",
                                       run_id=self.running)  # fmt: skip
-
-
-def _check_model(model: str) -> None:
-    check_id("model", model, MAX_LABEL)
-    if ":" not in model:
-        raise errors.InvalidCommand("model must be 'provider:model'", model=model)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from domain import errors
 from domain.events import AttachStaged, MergeCompleted, MergeStarted, SummaryRecorded, UsageMeasured
-from domain.limits import MAX_LABEL, check_id
+from domain.limits import MAX_LABEL, check_count, check_id
 from domain.nodes import NodeRef
 
 JSON = dict[str, Any]
@@ -64,6 +64,9 @@ class ContextCommands:
             raise errors.MergeRefused("nothing to merge into: the session is empty")
         if not peers:
             raise errors.MergeRefused("merge needs at least one peer head")
+        named = [(peer["session_id"], peer["node_id"]) for peer in peers]
+        if len(set(named)) != len(named):
+            raise errors.MergeRefused("a peer head is named twice")
         for peer in peers:
             if peer["session_id"] == str(self.id) and not self.knows(peer["node_id"]):
                 raise errors.NodeNotFound("unknown peer head", node_id=peer["node_id"])
@@ -101,8 +104,9 @@ class ContextCommands:
         if head_node is None:
             raise errors.InvalidCommand("usage needs a head node")
         self.node(head_node)
-        if min(input_tokens, cache_read, output_tokens) < 0:
-            raise errors.InvalidCommand("token counts cannot be negative")
+        check_count("input_tokens", input_tokens)
+        check_count("cache_read", cache_read)
+        check_count("output_tokens", output_tokens)
         self.trigger_event(
             UsageMeasured,
             request_id=request_id,

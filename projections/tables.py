@@ -108,7 +108,7 @@ transitions = Table(
     Column("ordinal", Integer, primary_key=True),
     Column("session_id", String(36), nullable=False),
     Column("commit_id", String(32), nullable=False),
-    Column("item_id", String(160), nullable=False),
+    Column("item_id", Text, nullable=False),  # nested attaches prefix ids: unbounded
     Column("source_node_id", String(64)),
     Column("from_state", String(16), nullable=False),
     Column("to_state", String(16), nullable=False),

@@ -471,6 +471,21 @@ DOMAIN_REFUSALS: list[tuple[str, str, dict[str, Any], int, str]] = [
     ("attach self", "/attach", {"source_session": "SELF"}, 422, "invalid_command"),
     ("merge with itself", "/merge", {"peers": [{"node_id": "a4"}]}, 422, "merge_refused"),
     ("merge nobody", "/merge", {"peers": []}, 422, "merge_refused"),
+    ("merge a peer twice", "/merge", {"peers": [{"node_id": "a4b"}, {"node_id": "a4b"}]}, 422,
+     "merge_refused"),
+    ("merge self spelt upper", "/merge", {"peers": [{"session_id": "SELF_UPPER",
+     "node_id": "a4"}]}, 404, "session_not_found"),
+    ("tokens over int32", "/usage", {"request_id": "r", "input_tokens": 2**31}, 422,
+     "invalid_command"),
+    ("tokens over int64", "/usage", {"request_id": "r", "cache_read": 2**64, "input_tokens": 1},
+     422, "invalid_command"),
+    ("node id with a slash", "/nodes", {"role": "user", "node_id": "a/b"}, 422,
+     "invalid_command"),
+    ("provider over 64", "/model", {"model": "p" * 65 + ":m"}, 422, "invalid_command"),
+    ("time out of range", "/nodes", {"role": "user", "at": "0001-01-01T00:00:00+01:00"}, 422,
+     "invalid_request"),
+    ("another session's node id", "/nodes", {"role": "user", "node_id": "o1"}, 409,
+     "duplicate_node"),
 ]  # fmt: skip
 
 
@@ -478,7 +493,52 @@ DOMAIN_REFUSALS: list[tuple[str, str, dict[str, Any], int, str]] = [
 def test_domain_refusals(world: World, case: tuple[str, str, dict[str, Any], int, str]) -> None:
     _, path, body, status, code = case
     body = {k: (world.sid if v == "SELF" else v) for k, v in body.items()}
+    if "peers" in body:
+        body["peers"] = [{k: (world.sid.upper() if v == "SELF_UPPER" else v)
+                          for k, v in peer.items()} for peer in body["peers"]]  # fmt: skip
     refused(world.client, world.sid, f"/sessions/{world.sid}{path}", status, code, body)
+
+
+@pytest.mark.parametrize("spelling", ["upper", "hex", "urn", "braces"])
+def test_a_session_id_in_another_spelling_is_not_found_and_stores_nothing(
+    world: World, spelling: str
+) -> None:
+    """``UUID()`` parses these, but only the canonical text names a session."""
+    canonical = uuid.UUID(world.sid)
+    other = {"upper": world.sid.upper(), "hex": canonical.hex, "urn": canonical.urn,
+             "braces": "{" + world.sid + "}"}[spelling]  # fmt: skip
+    for name in ("append", "retry", "edit", "attach", "merge", "model", "run_start", "usage"):
+        path = f"/sessions/{other}{COMMANDS[name][0]}"
+        refused(world.client, world.sid, path, 404, "session_not_found", body_for(world, name))
+    r = world.client.get(f"/sessions/{other}/events")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "session_not_found"
+
+
+def test_the_root_of_an_attach_has_no_versions(client: TestClient) -> None:
+    source = start(client)
+    append(client, source, "user", "context", node_id="s1")
+    target = start(client)
+    attached = ok(client.post(f"/sessions/{target}/attach", json={"source_session": source}), 201)
+    node = attached["node_id"]
+    for verb in ("edit", "retry"):
+        refused(client, target, f"/sessions/{target}/nodes/{node}/{verb}", 422,
+                "invalid_command", {"input": "x"})  # fmt: skip
+
+
+def test_finish_status_is_a_short_label(client: TestClient) -> None:
+    sid = start(client)
+    ok(client.post(f"/sessions/{sid}/runs/start", json={}), 201)
+    for status in ("x" * 129, "bad\x00status"):
+        refused(client, sid, f"/sessions/{sid}/runs/finish", 422, "invalid_command",
+                {"status": status})  # fmt: skip
+    ok(client.post(f"/sessions/{sid}/runs/finish", json={"status": "failed"}))
+
+
+def test_events_after_beyond_any_version_is_a_validation_error(world: World) -> None:
+    r = world.client.get(f"/sessions/{world.sid}/events", params={"after": 2**63})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
+    assert ok(world.client.get(f"/sessions/{world.sid}/events",
+                               params={"after": 2**63 - 1}))["events"] == []  # fmt: skip
 
 
 def test_start_session_refusals_store_nothing(client: TestClient) -> None:

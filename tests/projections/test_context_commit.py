@@ -173,6 +173,28 @@ def test_attach_copies_the_source_commit_between_markers(rt: Runtime) -> None:
     assert sum(1 for i in items(rt, sid) if i["attached_from"]) == 4, "same source: once"
 
 
+def test_attaches_nested_five_deep_keep_long_item_ids_auditable(rt: Runtime) -> None:
+    """Each level prefixes the copied ids; the audit rows must hold them all."""
+    sid = start(rt, "level 0")
+    add(rt, sid, "user", "q")
+    add(rt, sid, "assistant", "calling", 1)
+    tool = add(rt, sid, "tool", name="grep", input={}, output="hit\n" * 50, minute=2,
+               node_id="t" * 64)  # fmt: skip
+    for level in range(1, 6):
+        outer = start(rt, f"level {level}")
+        add(rt, outer, "user", f"look at level {level - 1}", 3 * level)
+        rt.execute("attach", outer, sid, at=at(3 * level + 1))
+        sid = outer
+    copied = [i for i in items(rt, sid) if i["source_node_id"] == tool]
+    assert len(copied) == 1 and len(copied[0]["item_id"]) > 160
+    for turn in range(6):  # the copied tool leaves the tail window and ages
+        add(rt, sid, "assistant", f"turn {turn}", 20 + turn)
+    (aged,) = [i for i in items(rt, sid) if i["source_node_id"] == tool]
+    assert aged["state"] == "aged"
+    history = rt.explain(sid, tool)
+    assert any(t["to_state"] == "aged" for t in history["transitions"])
+
+
 def test_attach_falls_back_to_one_user_item_when_the_source_cannot_be_loaded(
     rt: Runtime,
 ) -> None:
