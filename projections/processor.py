@@ -28,19 +28,22 @@ class Processor:
     def __init__(self, app: CtxStore, store: ProjectionStore, policy: Policy) -> None:
         self.app = app
         self.store = store
-        history = store.record_policy(policy)
+        history = store.record_policy(policy, app.recorder.max_notification_id() or 0)
         self.starts = [start for start, _ in history]
         self.policies = [p for _, p in history]
         self.projector: Projector | None = None
 
-    def _refresh_policies(self) -> None:
+    def _refresh_policies(self, conn: Any) -> None:
         """Take up rules another process recorded, keeping our objects when nothing changed.
 
+        Read inside each batch, under the tracking lock: a process that records
+        new rules does so under the same lock, from the next unprojected
+        event, so no page can be projected under rules older than it should.
         Caches keyed on a policy object (its rules_version digest, the
-        summary-request scan memo) survive from one catch-up to the next only
-        if the object does.
+        summary-request scan memo) survive from one page to the next only if
+        the object does.
         """
-        history = self.store.policy_history()
+        history = self.store.policy_history(conn)
         if history and history != list(zip(self.starts, self.policies, strict=True)):
             self.starts = [start for start, _ in history]
             self.policies = [p for _, p in history]
@@ -51,10 +54,10 @@ class Processor:
 
     def catch_up(self, page: int = PAGE) -> int:
         total = 0
-        self._refresh_policies()  # another process may have recorded new rules
         try:
             while True:
                 with self.store.batch() as (conn, position):
+                    self._refresh_policies(conn)  # another process may have recorded rules
                     projector = self._synced(conn, position)
                     notes = self.app.recorder.select_notifications(start=position + 1, limit=page)
                     if not notes:

@@ -8,6 +8,7 @@ is new), so a second worker process serves what the first one wrote.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -28,6 +29,7 @@ from projections.processor import Processor
 from projections.store import ProjectionStore
 
 RENDER_CACHE = 256
+log = logging.getLogger("ctxstore.runtime")
 
 
 class Runtime:
@@ -55,7 +57,7 @@ class Runtime:
         self.auto_catch_up = auto_catch_up
         self.auto_compact = auto_compact
         self._lock = threading.RLock()
-        self._rendered: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
+        self._rendered: OrderedDict[tuple[str, str, str, str], dict[str, Any]] = OrderedDict()
         self.app.commit_resolver = self._latest_commit_of
 
     def close(self) -> None:
@@ -71,7 +73,15 @@ class Runtime:
             raise errors.InvalidCommand(f"unknown command {command!r}")
         with self._lock:
             result = method(*args, **kwargs)
-            self.catch_up()
+            # The command has committed.  If the projection cannot follow right
+            # now (a lock held elsewhere, a cancelled query), that must not turn
+            # the stored command into an error a client would retry, storing it
+            # twice: the next catch-up, here or in a worker, takes the event.
+            try:
+                self.catch_up()
+            except Exception:
+                log.exception("catch-up after %s failed; the command itself is stored", command)
+                return result
             if self.auto_compact and command in ("append_node", "add_sibling", "attach",
                                                   "merge", "switch_model"):  # fmt: skip
                 session_id = str(args[0]) if args else str(kwargs.get("session_id"))
@@ -136,7 +146,8 @@ class Runtime:
             cid = commit_id or q.head_commit_id(projector, session)
             if cid is None:
                 raise errors.NotFound("the session has no commit yet: append a node first")
-            key = (session.session_id, cid, shape)
+            # the request names the session's current model, so it is part of the key
+            key = (session.session_id, cid, shape, session.model)
             if key not in self._rendered:
                 # A branch whose head is still its branch point renders the source's
                 # commit; an explicitly named commit must belong to this session.

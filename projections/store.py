@@ -16,6 +16,8 @@ from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, create_engine, event, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from domain.policy import Policy
 from domain.store_config import sqlalchemy_url
@@ -65,10 +67,20 @@ class ProjectionStore:
                 query = query.with_for_update()
             position = conn.execute(query).scalar()
             if position is None:
-                conn.execute(insert(t.tracking).values(application_name=APPLICATION,
-                                                       notification_id=0))  # fmt: skip
-                position = 0
+                # FOR UPDATE locks no row that does not exist yet, so two processes
+                # starting together both get here: let one insert win, then lock it.
+                first = self._insert_dialect(t.tracking).values(
+                    application_name=APPLICATION, notification_id=0
+                )
+                conn.execute(first.on_conflict_do_nothing())
+                position = conn.execute(query).scalar_one()
             yield conn, int(position)
+
+    def _insert_dialect(self, table: Table) -> Any:
+        """The dialect's own INSERT, which knows ON CONFLICT DO NOTHING."""
+        if self.is_sqlite:
+            return sqlite_insert(table)
+        return pg_insert(table)
 
     def position(self) -> int:
         with self.engine.connect() as conn:
@@ -142,18 +154,30 @@ class ProjectionStore:
 
     # ----------------------------------------------------------- rules history
 
-    def policy_history(self) -> list[tuple[int, Policy]]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(t.rules).order_by(t.rules.c.from_position)).all()
+    def policy_history(self, conn: Connection | None = None) -> list[tuple[int, Policy]]:
+        """The rules history; inside a batch, pass its connection (it holds the lock)."""
+        query = select(t.rules).order_by(t.rules.c.from_position)
+        if conn is not None:
+            rows = conn.execute(query).all()
+        else:
+            with self.engine.connect() as own:
+                rows = own.execute(query).all()
         return [(r.from_position, Policy.from_record(r.policy)) for r in rows]
 
-    def record_policy(self, policy: Policy) -> list[tuple[int, Policy]]:
-        """Make ``policy`` the rules from the next event on (history is kept)."""
+    def record_policy(self, policy: Policy, log_position: int = 0) -> list[tuple[int, Policy]]:
+        """Make ``policy`` the rules from the next event stored on (history is kept).
+
+        ``log_position`` is the newest notification in the event store.  The
+        tracking position alone can be behind it (events stored but not yet
+        projected, or tracking reset by a migration); starting there would
+        apply the new rules to events already under the old ones, and could
+        even replace the history's first entry.
+        """
         history = self.policy_history()
         if history and history[-1][1].rules_version == policy.rules_version:
             return history
         with self.batch() as (conn, position):
-            start = position + 1
+            start = max(position, log_position) + 1
             conn.execute(t.rules.delete().where(t.rules.c.from_position == start))
             conn.execute(insert(t.rules).values(from_position=start,
                                                 rules_version=policy.rules_version,

@@ -141,3 +141,50 @@ def test_a_failure_after_the_inserts_commits_none_of_them(
     assert digest(rt.store) == before
     monkeypatch.undo()
     assert_recovers_exactly_once(rt, store_url, sid)
+
+
+def test_a_stored_command_succeeds_even_if_the_catch_up_after_it_fails(
+    rt: Runtime, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reporting an error for a committed command would make clients store it twice."""
+    sid = seed(rt)
+    before = len(rt.app.session_events(sid))
+    crash_on_event(monkeypatch, 1)
+    node, version = rt.execute("append_node", sid, role="assistant", output="late", at=T0)
+    assert version == before + 1 and len(rt.app.session_events(sid)) == before + 1
+    monkeypatch.undo()
+    assert rt.head_commit(sid)["head_node_id"] == node, "the next read catches up"
+    assert rebuild_and_compare(store_url)["identical"]
+
+
+def test_processes_starting_together_share_one_tracking_row(store_url: str) -> None:
+    """FOR UPDATE cannot lock a row that does not exist yet: the insert must not race."""
+    import threading
+
+    from projections.migrate import upgrade
+
+    upgrade(store_url)
+    stores = [ProjectionStore(store_url) for _ in range(4)]
+    try:
+        stores[0].truncate()  # no tracking row, as on a fresh or just-rebuilt database
+        ready = threading.Barrier(len(stores))
+        failures: list[BaseException] = []
+
+        def enter(store: ProjectionStore) -> None:
+            try:
+                ready.wait()
+                with store.batch() as (_, position):
+                    assert position == 0
+            except BaseException as exc:  # reported below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=enter, args=(s,)) for s in stores]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert failures == []
+        assert count(stores[0], t.tracking) == 1
+    finally:
+        for store in stores:
+            store.close()
