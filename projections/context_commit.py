@@ -150,6 +150,9 @@ def build(
         ctx.remove(item_id)
     add_node_items(ctx, new_nodes, pinned)
     if extra is not None:
+        # The base may predate a pin (a checkout back to an older head): locks
+        # must be current before a summary folds or a merge adopts anything.
+        sync_pins(ctx, pinned)
         extra(ctx)
     touch_reads(ctx, new_nodes)
     sync_pins(ctx, pinned)

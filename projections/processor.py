@@ -53,6 +53,10 @@ class Processor:
         return self.policies[max(index, 0)]
 
     def catch_up(self, page: int = PAGE) -> int:
+        projector = self.projector
+        newest = self.app.recorder.max_notification_id() or 0
+        if projector is not None and projector.position >= newest:
+            return 0  # nothing stored since: no need to take the tracking lock
         total = 0
         try:
             while True:

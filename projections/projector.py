@@ -205,6 +205,7 @@ class Projector:
         fast = (
             prev is not None
             and node.sibling_of is None
+            and not self._reuses_call_slot(node)
             and prev_commit is not None
             and (node.parent == prev.node_id
                  or (prev.role == "tool" and prev.parent == node.parent))
@@ -220,6 +221,16 @@ class Projector:
                 new_nodes = [n for n in new_nodes if n.node_id not in skip]
         self._build(session, node.node_id, base_id, info, new_nodes, removes, extra,
                     extra_parents or [])  # fmt: skip
+
+    def _reuses_call_slot(self, node: NodeRow) -> bool:
+        """A tool appended with an earlier call's ``call_id`` is a new version of it."""
+        if node.role != "tool" or node.parent is None:
+            return False
+        slot = node.call_id or node.node_id
+        return any(
+            tool_id != node.node_id and (self.dag.nodes[tool_id].call_id or tool_id) == slot
+            for tool_id in self.dag.tools_by_caller.get(node.parent, ())
+        )
 
     def _diff(self, node: NodeRow, base_id: str | None) -> tuple[list[NodeRow], list[str]]:
         """What is new under ``node`` relative to the base, and what a retry superseded."""

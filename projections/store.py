@@ -25,6 +25,7 @@ from projections import tables as t
 from projections.records import Outbox
 
 APPLICATION = "ctxstore"
+WRITE_OPTION = "ctxstore_writes"  # execution option: this transaction will write
 
 
 def make_engine(url: str) -> Engine:
@@ -40,7 +41,10 @@ def make_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # Writers take the write lock up front (so two never deadlock upgrading
+            # a read lock); readers take a WAL snapshot and never wait for a writer.
+            writes = conn.get_execution_options().get(WRITE_OPTION, False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
 
         return engine
     return create_engine(sa_url, pool_size=5, max_overflow=5, pool_pre_ping=True)
@@ -59,7 +63,7 @@ class ProjectionStore:
     @contextmanager
     def batch(self) -> Iterator[tuple[Connection, int]]:
         """A write transaction holding the tracking lock; yields the stored position."""
-        with self.engine.begin() as conn:
+        with self._writing() as conn:
             query = select(t.tracking.c.notification_id).where(
                 t.tracking.c.application_name == APPLICATION
             )
@@ -75,6 +79,13 @@ class ProjectionStore:
                 conn.execute(first.on_conflict_do_nothing())
                 position = conn.execute(query).scalar_one()
             yield conn, int(position)
+
+    @contextmanager
+    def _writing(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            conn.execution_options(**{WRITE_OPTION: True})
+            with conn.begin():
+                yield conn
 
     def _insert_dialect(self, table: Table) -> Any:
         """The dialect's own INSERT, which knows ON CONFLICT DO NOTHING."""
@@ -192,7 +203,7 @@ class ProjectionStore:
 
     def truncate(self) -> None:
         """Empty every projection table in one transaction (the rules history stays)."""
-        with self.engine.begin() as conn:
+        with self._writing() as conn:
             if self.is_sqlite:  # a bare DELETE is SQLite's own truncate
                 for table in reversed(t.PROJECTION_TABLES):
                     conn.execute(table.delete())

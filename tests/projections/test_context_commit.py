@@ -277,3 +277,56 @@ def test_explain_returns_the_whole_transition_history(store_url: str) -> None:
         assert out["current"]["reason"] == "untouched for 68.0 min > 60 min"
     finally:
         rt.close()
+
+
+def test_a_rendered_commit_is_the_same_from_a_warm_and_a_cold_process(
+    rt: Runtime, store_url: str
+) -> None:
+    """The request names the session's model; a cache must not keep an older one."""
+    sid = start(rt)
+    add(rt, sid, "user", "task")
+    commit = rt.head_commit(sid)["id"]
+    rt.rendered(sid, "openai", commit)  # warm the cache
+    rt.execute("switch_model", sid, "openai:gpt-5", at=at(1))
+    warm = rt.rendered(sid, "openai", commit)
+    cold = Runtime(store_url, auto_compact=False)
+    try:
+        assert warm == cold.rendered(sid, "openai", commit)
+        assert warm["request"]["model"] == "gpt-5"
+    finally:
+        cold.close()
+
+
+def test_a_summary_never_folds_an_item_pinned_after_the_heads_commit(rt: Runtime) -> None:
+    """Checkout back to a head whose commit predates a pin, then compact there."""
+    sid = start(rt)
+    add(rt, sid, "system", "be helpful")
+    add(rt, sid, "user", "task", 1)
+    add(rt, sid, "assistant", "reading", 2, node_id="a1")
+    add(rt, sid, "tool", name="read_file", input={"p": 1}, output="important\n" * 50,
+        minute=3, node_id="t1")  # fmt: skip
+    add(rt, sid, "assistant", "noted", 4, node_id="a2")
+    for k in range(3, 7):
+        add(rt, sid, "assistant", f"turn {k}", 5, node_id=f"a{k}")
+    add(rt, sid, "user", "go on", 5, node_id="u2")
+    rt.execute("pin", sid, "t1", at=at(6))
+    rt.execute("checkout", sid, "a6", at=at(7))  # a6's commit predates the pin
+    rt.compact(sid)  # the request comes from a6's commit, where t1 was not yet locked
+    t1 = by_id(rt, sid)["t1"]
+    assert t1["locked"] and t1["state"] != "summarized"
+    assert all(r["to_state"] != "summarized" for r in rt.explain(sid, "t1")["transitions"])
+
+
+def test_a_tool_appended_with_an_earlier_calls_id_replaces_it(rt: Runtime) -> None:
+    """Same result on the fast path (right after the call) as on any other path."""
+    sid = start(rt)
+    add(rt, sid, "user", "task", node_id="u1")
+    add(rt, sid, "assistant", "calling", 1, node_id="a1")
+    add(rt, sid, "tool", name="bash", input={"cmd": "ls"}, output="v1", minute=2,
+        call_id="c1", node_id="t1")  # fmt: skip
+    add(rt, sid, "tool", name="bash", input={"cmd": "ls"}, output="v2", minute=3,
+        call_id="c1", node_id="t2")  # fmt: skip
+    assert ids(rt, sid) == ["u1", "a1", "t2"]
+    add(rt, sid, "user", "next", 4, node_id="u2")
+    rt.execute("add_sibling", sid, of="u2", input="next (edited)", node_id="u2b", at=at(5))
+    assert ids(rt, sid) == ["u1", "a1", "t2", "u2b"]

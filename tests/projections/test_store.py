@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 
@@ -49,3 +50,28 @@ def test_awkward_text_round_trips_and_rebuilds_identically(rt: Runtime, store_ur
     assert "\\N" in rendered and "tab\there" in rendered
     result = rebuild_and_compare(store_url)
     assert result["identical"], result
+
+
+def test_reads_never_wait_for_a_writer_on_sqlite(tmp_path: Any) -> None:
+    """WAL readers see a snapshot; only the projection's writers take the write lock."""
+    import sqlite3
+    import time
+
+    path = tmp_path / "locked.db"
+    rt = Runtime(f"sqlite:///{path}", auto_compact=False)
+    try:
+        sid, _ = rt.execute("start_session", "t", "openai:gpt-4o")
+        rt.execute("append_node", sid, role="user", input="hi")
+        writer = sqlite3.connect(path, isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")  # another process mid-batch
+        try:
+            started = time.perf_counter()
+            assert rt.head_commit(str(sid))["head_node_id"]
+            assert rt.timeline(str(sid)) and rt.position() > 0
+            assert rt.catch_up() == 0, "nothing new: an idle poll takes no lock"
+            assert time.perf_counter() - started < 10, "the reads waited for the writer"
+        finally:
+            writer.execute("COMMIT")
+            writer.close()
+    finally:
+        rt.close()
