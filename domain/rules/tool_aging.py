@@ -51,9 +51,19 @@ def eligible(ctx: WorkingContext, item: Item) -> bool:
 
 
 def age_tools(ctx: WorkingContext) -> None:
-    """Age the tool items the tail boundary moved past since the last commit."""
+    """Age the tool items the tail boundary moved past since the last commit.
+
+    The boundary can also move back (a summary folds assistant turns), and
+    then ``aged_upto`` follows it: a context loaded from stored rows starts
+    from the current boundary, so a warm one must too, or an item unpinned
+    inside the shortened tail would age in one process and not in another.
+    """
     boundary = ctx.tail_boundary()
-    if boundary is None or boundary <= ctx.aged_upto:
+    if boundary is None:
+        ctx.aged_upto = -1
+        return
+    if boundary <= ctx.aged_upto:
+        ctx.aged_upto = boundary
         return
     for item in ctx.in_order(ctx.aged_upto, boundary):
         if eligible(ctx, item):

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from domain.policy import Policy
+from projections.rebuild import rebuild_and_compare
 from projections.runtime import Runtime
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -330,3 +331,38 @@ def test_a_tool_appended_with_an_earlier_calls_id_replaces_it(rt: Runtime) -> No
     add(rt, sid, "user", "next", 4, node_id="u2")
     rt.execute("add_sibling", sid, of="u2", input="next (edited)", node_id="u2b", at=at(5))
     assert ids(rt, sid) == ["u1", "a1", "t2", "u2b"]
+
+
+def _unpinned_inside_a_shortened_tail(store_url: str, restart: bool) -> str:
+    """A summary moves the tail boundary back; a tool unpinned then must age later."""
+    policy = Policy(tail_turns=2)
+    rt = Runtime(store_url, policy=policy, auto_compact=False)
+    try:
+        sid = start(rt)
+        add(rt, sid, "user", "task", node_id="u1")
+        add(rt, sid, "assistant", "reading", 1, node_id="a1")
+        add(rt, sid, "tool", name="read_file", input={"p": 1}, output="x\n" * 40, minute=1,
+            node_id="t1")  # fmt: skip
+        rt.execute("pin", sid, "t1", at=at(1))
+        for k in range(2, 6):
+            add(rt, sid, "assistant", f"turn {k}", k, node_id=f"a{k}")
+        rt.execute("record_summary", sid, ["a2", "a3"], "turns 2-3", "manual",
+                   rt.head_commit(sid)["id"], at=at(6))  # fmt: skip
+        rt.execute("unpin", sid, "t1", at=at(7))
+        if restart:  # a fresh process loads the head's context from stored rows
+            rt.close()
+            rt = Runtime(store_url, policy=policy, auto_compact=False)
+        add(rt, sid, "assistant", "turn 6", 8, node_id="a6")
+        add(rt, sid, "assistant", "turn 7", 9, node_id="a7")
+        return str(by_id(rt, sid)["t1"]["state"])
+    finally:
+        rt.close()
+
+
+def test_a_warm_and_a_restarted_process_age_the_same_tools(tmp_path: Any) -> None:
+    states = {}
+    for restart in (False, True):
+        url = f"sqlite:///{tmp_path}/restart_{restart}.db"
+        states[restart] = _unpinned_inside_a_shortened_tail(url, restart)
+        assert rebuild_and_compare(url)["identical"]
+    assert states == {False: "aged", True: "aged"}, "four turns after it, tail 2"
