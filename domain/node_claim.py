@@ -15,6 +15,7 @@ Claims carry no content and projections skip them.
 
 from __future__ import annotations
 
+from datetime import datetime
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
@@ -24,6 +25,10 @@ _NAMESPACE = uuid5(NAMESPACE_URL, "ctxstore:node-id")
 
 class NodeClaim(Aggregate):
     """Node ``node_id`` belongs to session ``session_id``."""
+
+    class Created(Aggregate.Created):
+        node_id: str
+        session_id: str
 
     def __init__(self, node_id: str, session_id: str) -> None:
         self.node_id = node_id
@@ -36,3 +41,18 @@ class NodeClaim(Aggregate):
 
 def claim_id(node_id: str) -> UUID:
     return uuid5(_NAMESPACE, node_id)
+
+
+_TOPIC = f"{NodeClaim.__module__}:{NodeClaim.__qualname__}"
+
+
+def claim_event(node_id: str, session_id: str, at: datetime) -> NodeClaim.Created:
+    """The claim's one event, built directly (a quarter of the cost of the aggregate).
+
+    ``at`` is the node's own time, so the claim says when the id was taken.
+    """
+    # eventsourcing makes event classes dataclasses at run time; mypy sees the base fields only
+    return NodeClaim.Created(  # type: ignore[call-arg]
+        originator_id=claim_id(node_id), originator_version=1, timestamp=at,
+        originator_topic=_TOPIC, node_id=node_id, session_id=session_id,
+    )  # fmt: skip

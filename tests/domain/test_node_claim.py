@@ -9,6 +9,8 @@ two API processes would be.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from domain import errors
@@ -51,21 +53,23 @@ def test_a_branch_cannot_reuse_an_id_of_its_source(app: CtxStore) -> None:
 def test_a_claim_lost_to_a_racing_writer_stores_nothing(
     app: CtxStore, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Both writers pass the check; the event store's key decides, and says why."""
+    """Both writers validate; the event store's key decides at save, and says why."""
     other = CtxStore(url=store_url)
     try:
         a, _ = app.start_session()
         b, _ = other.start_session()
-        check = app._refuse_claimed
+        claims = app._claims
         raced: list[str] = []
 
-        def late(node_id: str) -> None:
-            check(node_id)
-            if not raced:  # the other process claims the id right after our check
+        def late(agg: Any, known: int) -> list[Any]:
+            made = claims(agg, known)
+            if not raced:  # the other process claims the id just before our save
+                node_id = made[0].node_id
                 raced.append(node_id)
                 other.append_node(b, role="user", node_id=node_id)
+            return made
 
-        monkeypatch.setattr(app, "_refuse_claimed", late)
+        monkeypatch.setattr(app, "_claims", late)
         before = app.session_events(a)
         with pytest.raises(errors.DuplicateNode):
             app.append_node(a, role="user", node_id="contested")

@@ -1,0 +1,62 @@
+"""Two application instances on one store, as two API processes would be.
+
+Commands read the session from the in-process cache without asking the store
+for newer events; these check that a copy another process has moved on
+never makes a command succeed on old state nor fail wrongly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from domain import errors
+from domain.application import CtxStore
+
+
+@pytest.fixture
+def other(store_url: str) -> Iterator[CtxStore]:
+    second = CtxStore(url=store_url)
+    try:
+        yield second
+    finally:
+        second.close()
+
+
+def warm(app: CtxStore) -> str:
+    sid, _ = app.start_session()
+    app.append_node(sid, role="user", node_id="u1")
+    return str(sid)
+
+
+def test_a_node_another_process_added_is_known(app: CtxStore, other: CtxStore) -> None:
+    sid = warm(app)  # cached here at version 2
+    other.append_node(sid, role="assistant", node_id="a1")
+    node, version = app.append_node(sid, role="tool", caller="a1", node_id="t1")
+    assert (node, version) == ("t1", 4)
+    assert app.session(sid).nodes["t1"]["parent"] == "a1"
+
+
+def test_the_default_parent_is_the_stored_head(app: CtxStore, other: CtxStore) -> None:
+    sid = warm(app)
+    other.append_node(sid, role="assistant", node_id="a1")
+    app.append_node(sid, role="user", node_id="u2")  # no predecessor named: HEAD
+    assert app.session(sid).nodes["u2"]["parent"] == "a1"
+    assert [e.originator_version for e in app.session_events(sid)] == [1, 2, 3, 4]
+
+
+def test_a_version_the_caller_saw_elsewhere_is_current(app: CtxStore, other: CtxStore) -> None:
+    sid = warm(app)
+    _, seen = other.append_node(sid, role="assistant", node_id="a1")
+    assert app.append_node(sid, expected_version=seen, role="user", node_id="u2")[1] == seen + 1
+    with pytest.raises(errors.StaleVersion):  # and a really stale one is still refused
+        app.append_node(sid, expected_version=seen, role="user", node_id="u3")
+
+
+def test_reads_see_what_another_process_stored(app: CtxStore, other: CtxStore) -> None:
+    sid = warm(app)
+    other.append_node(sid, role="assistant", node_id="a1")
+    assert app.session(sid).head == "a1" and app.session(sid).version == 3
+    branch, _ = app.branch(sid, "a1")  # a source another process moved on
+    assert str(app.session(branch).branched_from["node_id"]) == "a1"
