@@ -8,6 +8,7 @@
 | unknown route                          | 404    | ``not_found``            |
 | known route, wrong method              | 405    | ``method_not_allowed``   |
 | summarizer unreachable / bad answer    | 502    | ``summarizer_failed``    |
+| database locked, busy or unreachable   | 503    | ``database_unavailable`` |
 | anything else                          | 500    | ``internal`` (no trace)  |
 """
 
@@ -18,7 +19,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from eventsourcing.persistence import InterfaceError as ESInterfaceError
+from eventsourcing.persistence import OperationalError as ESOperationalError
 from pydantic import ValidationError
+from sqlalchemy.exc import OperationalError as SQLOperationalError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -98,6 +102,19 @@ async def summarizer_error(request: Request, exc: Exception) -> Response:
     return error_response(502, "summarizer_failed", str(exc))
 
 
+async def database_unavailable(request: Request, exc: Exception) -> Response:
+    """A lock held too long or a lost connection: retryable, and nothing half-written.
+
+    Every write is one transaction, so the request either stored all of its
+    events or none; a command whose events committed already answered
+    success even if the projection could not follow (``Runtime.execute``).
+    """
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    log.warning("database unavailable: %s", first)
+    return error_response(503, "database_unavailable", "the database is busy or unreachable; "
+                          "retry shortly", headers={"Retry-After": "1"})  # fmt: skip
+
+
 async def internal_error(request: Request, exc: Exception) -> Response:
     # Starlette re-raises after this response is sent, so the server logs the
     # traceback; the client only ever sees the code.
@@ -110,5 +127,8 @@ HANDLERS: dict[Any, Any] = {
     ValidationError: validation_error,
     HTTPException: http_error,
     SummarizerError: summarizer_error,
+    SQLOperationalError: database_unavailable,
+    ESOperationalError: database_unavailable,
+    ESInterfaceError: database_unavailable,
     Exception: internal_error,
 }

@@ -47,7 +47,10 @@ def make_engine(url: str) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
 
         return engine
-    return create_engine(sa_url, pool_size=5, max_overflow=5, pool_pre_ping=True)
+    # A lock wait as long as SQLite's busy timeout, then an error: a stuck
+    # processor holding the tracking row must not hang every caller forever.
+    return create_engine(sa_url, pool_size=5, max_overflow=5, pool_pre_ping=True,
+                         connect_args={"options": "-c lock_timeout=30000"})  # fmt: skip
 
 
 class ProjectionStore:

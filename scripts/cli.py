@@ -144,9 +144,21 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGTERM, stop)
     print(f"worker: projecting {_url(args)} every {args.interval}s (Ctrl-C stops)", flush=True)
+    backoff = 0.0
     try:
         while not stopping:
-            count = runtime.catch_up()
+            try:
+                count = runtime.catch_up()
+            except (InterfaceError, OperationalError, SQLOperationalError) as exc:
+                # A locked or briefly unreachable database is weather, not a bug:
+                # the batch rolled back whole, so wait and take it again.
+                backoff = min(max(backoff * 2, args.interval, 0.5), 30.0)
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                print(f"worker: database unavailable ({first}); retrying in {backoff:g}s",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                time.sleep(backoff)
+                continue
+            backoff = 0.0
             if count:
                 print(f"worker: {count} event(s), position {runtime.position()}", flush=True)
             time.sleep(args.interval)

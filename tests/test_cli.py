@@ -247,3 +247,28 @@ def test_a_bad_policy_stops_start_up_by_name(capsys: pytest.CaptureFixture[str],
     status, out, err = run(capsys, command, "--db", db)
     assert status == 2
     assert err.startswith("error: invalid_policy: policy summary_max_tokens must be")
+
+
+def test_worker_waits_out_a_busy_database_instead_of_exiting(
+    capsys: pytest.CaptureFixture[str], db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import signal
+
+    from sqlalchemy.exc import OperationalError
+
+    from projections.runtime import Runtime
+
+    calls: list[int] = []
+
+    def flaky(self: Runtime) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OperationalError("BEGIN IMMEDIATE", {}, Exception("database is locked"))
+        os.kill(os.getpid(), signal.SIGTERM)  # the worker's own stop signal
+        return 0
+
+    monkeypatch.setattr(Runtime, "catch_up", flaky)
+    monkeypatch.setattr(cli.time, "sleep", lambda seconds: None)
+    status, _, err = run(capsys, "worker", "--db", db, "--interval", "0.01")
+    assert status == 0 and len(calls) == 2
+    assert "database is locked" in err and "retrying" in err

@@ -77,6 +77,24 @@ def test_unexpected_exception_is_a_bare_500(runtime: Any) -> None:
     assert "secret" not in r.text and "Traceback" not in r.text and "RuntimeError" not in r.text
 
 
+def test_a_busy_database_is_a_retryable_503(runtime: Any, sid: str) -> None:
+    """A lock held past the timeout is weather: 503 with Retry-After, not a bare 500."""
+    from sqlalchemy.exc import OperationalError
+
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("SELECT", {}, Exception("database is locked"))
+
+    original = runtime.timeline
+    runtime.timeline = locked
+    try:
+        with TestClient(create_app(runtime), raise_server_exceptions=False) as c:
+            r = c.get(f"/sessions/{sid}/timeline")
+    finally:
+        runtime.timeline = original
+    error_of(r, 503, "database_unavailable")
+    assert r.headers["retry-after"] == "1" and "locked" not in r.text
+
+
 # --------------------------------------------------------------- validation
 
 
