@@ -105,8 +105,8 @@ class CtxStore(Application[UUID]):
         whether another process moved it on (that query cost a fifth of an
         append).  A stale copy can make a command fail but never wrongly
         succeed: the save of events built on an old version collides with the
-        newer ones.  So a command that fails on the cached copy runs once more
-        on the stored state before the failure is reported.  Beyond that, a
+        newer ones.  So a command that fails on the cached copy, or has nothing
+        to store (no save to collide), runs once more on the stored state.  Beyond that, a
         caller that named no version accepts whatever is current, so losing a
         race to another writer just means running the command again; a caller
         that named one is told it is stale.
@@ -115,11 +115,16 @@ class CtxStore(Application[UUID]):
         stored_state = False
         with self._lock:
             while True:
-                agg = self._load(session_id, current=False)
+                agg = self._load(session_id, current=stored_state)
                 try:
                     agg.expect_version(expected_version)
-                    known = len(agg.nodes)
+                    known, version = len(agg.nodes), agg.version
                     result = fn(agg)
+                    if agg.version == version and not stored_state:
+                        # Nothing to store (pinning a pinned node): no save will
+                        # collide, so judge a stale copy on the stored state.
+                        stored_state = True
+                        continue
                     self._save(agg, *self._claims(agg, known))
                 except errors.DomainError as exc:
                     self._evict(agg.id)  # the next load reads the stored state
@@ -150,7 +155,8 @@ class CtxStore(Application[UUID]):
         at = agg.modified_on
         return [claim_event(node_id, str(agg.id), at) for node_id in new]
 
-    def _refuse_claimed(self, node_id: str) -> None:
+    def refuse_claimed(self, node_id: str) -> None:
+        """DuplicateNode if ``node_id`` is already a node of any session."""
         stored = self.recorder.select_events(claim_id(node_id), limit=1)
         if stored:
             raise errors.DuplicateNode(
@@ -166,7 +172,7 @@ class CtxStore(Application[UUID]):
             # our new node ids in the meantime: say which.
             for obj in aggs:
                 if isinstance(obj, NodeClaim.Created):
-                    self._refuse_claimed(obj.node_id)
+                    self.refuse_claimed(obj.node_id)
             raise errors.StaleVersion(
                 "another writer changed this session first; reload and retry"
             ) from None

@@ -262,6 +262,16 @@ def import_transcript(app: CtxStore, steps: list[Step]) -> UUID:
         apply(rehearsal, steps)
     finally:
         rehearsal.close()
+    # The rehearsal's store is empty, so it cannot see node ids other sessions
+    # of the real store already hold (ids are unique store-wide): check those
+    # before the first real event, or a clash halfway would leave half a session.
+    for step in steps:
+        node_id = step.fields.get("id")
+        if isinstance(node_id, str):
+            try:
+                app.refuse_claimed(node_id)
+            except DomainError as exc:
+                raise _at_line(exc, step.line) from None
     return apply(app, steps)
 
 

@@ -272,3 +272,25 @@ def test_worker_waits_out_a_busy_database_instead_of_exiting(
     status, _, err = run(capsys, "worker", "--db", db, "--interval", "0.01")
     assert status == 0 and len(calls) == 2
     assert "database is locked" in err and "retrying" in err
+
+
+def test_an_id_another_session_holds_refuses_the_whole_import(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
+) -> None:
+    """The rehearsal store is empty; the real store's ids are checked before any event."""
+    imported(capsys, db, write(tmp_path / "first.jsonl", SMALL))
+    app = CtxStore(url=db)
+    try:
+        stored = len(app.recorder.select_notifications(start=1, limit=10_000))
+    finally:
+        app.close()
+    clash = [SMALL[0], {"type": "node", "id": "mine1", "role": "user", "input": "a"},
+             {"type": "node", "id": "a1", "role": "user", "input": "b"}]  # fmt: skip
+    status, _, err = run(capsys, "import", str(write(tmp_path / "second.jsonl", clash)),
+                         "--db", db)  # fmt: skip
+    assert status == 2 and "duplicate_node" in err and "line 3" in err
+    app = CtxStore(url=db)
+    try:
+        assert len(app.recorder.select_notifications(start=1, limit=10_000)) == stored
+    finally:
+        app.close()

@@ -60,3 +60,16 @@ def test_reads_see_what_another_process_stored(app: CtxStore, other: CtxStore) -
     assert app.session(sid).head == "a1" and app.session(sid).version == 3
     branch, _ = app.branch(sid, "a1")  # a source another process moved on
     assert str(app.session(branch).branched_from["node_id"]) == "a1"
+
+
+def test_a_command_with_nothing_to_store_is_judged_on_the_stored_state(
+    app: CtxStore, other: CtxStore
+) -> None:
+    """Pinning looks like a no-op on a copy that predates another process's unpin."""
+    sid = warm(app)
+    app.pin(sid, "u1")  # cached here: pinned, version 3
+    other.unpin(sid, "u1")  # stored: unpinned, version 4
+    assert app.pin(sid, "u1") == (None, 5)
+    assert other.session(sid).pinned == ["u1"]
+    with pytest.raises(errors.StaleVersion):
+        app.pin(sid, "u1", expected_version=3)
