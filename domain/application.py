@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from itertools import islice
 from typing import Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application, project_aggregate
+from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
 
 from domain import errors
 from domain.limits import check_label, check_model, check_window
-from domain.node_claim import NodeClaim, claim_event, claim_id
+from domain.node_claim import claim_id
 from domain.session import Session
 from domain.store_config import database_url, eventsourcing_env
 
@@ -42,9 +42,6 @@ class CtxStore(Application[UUID]):
         # the cached session, so copying a 10,000-node aggregate per command
         # would buy nothing.
         "DEEPCOPY_FROM_AGGREGATE_CACHE": "n",
-        # Commands check for newer events only when they fail (see _command);
-        # reads bring the cached copy up to date themselves (see session).
-        "AGGREGATE_CACHE_FASTFORWARD": "n",
     }
 
     def __init__(self, env: Mapping[str, str] | None = None, url: str | None = None) -> None:
@@ -64,18 +61,20 @@ class CtxStore(Application[UUID]):
     # ------------------------------------------------------------- plumbing
 
     def session(self, session_id: UUID | str) -> Session:
-        """The session as stored now (its cached copy brought up to date).
+        """The session as stored now.
 
         Addressed by its id exactly as the API spells it: ``UUID()`` also
         parses upper case, braces and ``urn:uuid:`` forms; if those reached a
         command, the event would be stored while everything keyed by the id's
         text (the projections, the merge and attach checks) looked for
         another session.  So only the canonical form is a session id.
-        """
-        with self._lock:  # fast-forwarding mutates the cached copy commands use
-            return self._load(session_id, current=True)
 
-    def _load(self, session_id: UUID | str, current: bool) -> Session:
+        The repository fast-forwards its cached copy with any events another
+        process stored since.  Skipping that query (and re-checking only
+        after a failure) made a single process's appends a fifth cheaper,
+        but behind several API workers nearly every command then found its
+        copy stale and paid a full reload from the last snapshot.
+        """
         try:
             sid = session_id if isinstance(session_id, UUID) else UUID(str(session_id))
         except ValueError:
@@ -91,69 +90,34 @@ class CtxStore(Application[UUID]):
             raise errors.SessionNotFound(f"unknown session {sid}", session_id=str(sid)) from None
         if not isinstance(agg, Session):
             raise errors.SessionNotFound(f"unknown session {sid}", session_id=str(sid))
-        if current:  # another process may have moved it on since it was cached
-            agg = project_aggregate(agg, self.events.get(sid, gt=agg.version))
-        assert isinstance(agg, Session)
         return agg
 
     def _command(
         self, session_id: UUID | str, expected_version: int | None, fn: Callable[[Session], T]
     ) -> tuple[T, int]:
-        """Run ``fn`` on the session and save what it triggered, atomically.
-
-        The session comes from the aggregate cache without asking the store
-        whether another process moved it on (that query cost a fifth of an
-        append).  A stale copy can make a command fail but never wrongly
-        succeed: the save of events built on an old version collides with the
-        newer ones.  So a command that fails on the cached copy, or has nothing
-        to store (no save to collide), runs once more on the stored state.  Beyond that, a
-        caller that named no version accepts whatever is current, so losing a
-        race to another writer just means running the command again; a caller
-        that named one is told it is stale.
-        """
-        races = 0 if expected_version is not None else 2
-        stored_state = False
+        # A caller that named no version accepts whatever is current, so losing
+        # a race to another writer just means running the command again on the
+        # fresh state; a caller that named one is told it is stale.
+        attempts = 1 if expected_version is not None else 3
         with self._lock:
-            while True:
-                agg = self._load(session_id, current=stored_state)
+            for attempt in range(attempts):
+                agg = self.session(session_id)
                 try:
                     agg.expect_version(expected_version)
-                    known, version = len(agg.nodes), agg.version
+                    known = len(agg.nodes)
                     result = fn(agg)
-                    if agg.version == version and not stored_state:
-                        # Nothing to store (pinning a pinned node): no save will
-                        # collide, so judge a stale copy on the stored state.
-                        stored_state = True
-                        continue
-                    self._save(agg, *self._claims(agg, known))
-                except errors.DomainError as exc:
-                    self._evict(agg.id)  # the next load reads the stored state
-                    if not stored_state:
-                        stored_state = True
-                        continue
-                    if isinstance(exc, errors.StaleVersion) and races > 0:
-                        races -= 1
-                        continue
-                    raise
+                    added = list(islice(reversed(agg.nodes), len(agg.nodes) - known))
+                    self._save(agg, added=added)
+                except errors.StaleVersion:
+                    self._evict(agg.id)
+                    if attempt + 1 == attempts:
+                        raise
+                    continue
                 except BaseException:
                     self._evict(agg.id)
                     raise
                 return result, agg.version
-
-    def _claims(self, agg: Session, known: int) -> list[NodeClaim.Created]:
-        """One claim per node the command added.
-
-        Not checked beforehand: the save is atomic and the event store's key
-        refuses a second claim of an id, so a clash costs a failed write and
-        an ordinary append costs no extra query (``_save`` says which it was).
-        """
-        new = list(islice(reversed(agg.nodes), len(agg.nodes) - known))[::-1]
-        if not new:
-            return []
-        # Saved as bare events: a saved aggregate would enter the repository's
-        # cache and push the sessions out of it.
-        at = agg.modified_on
-        return [claim_event(node_id, str(agg.id), at) for node_id in new]
+        raise AssertionError("unreachable")
 
     def refuse_claimed(self, node_id: str) -> None:
         """DuplicateNode if ``node_id`` is already a node of any session."""
@@ -164,15 +128,17 @@ class CtxStore(Application[UUID]):
                 node_id=node_id,
             )
 
-    def _save(self, *aggs: Any) -> None:
+    def _save(self, agg: Session, added: Sequence[str] = ()) -> None:
+        """Save the session's new events and the claims of its ``added`` node ids.
+
+        A conflict is either a newer version of the session or an id another
+        session holds (see ``Session.collect_events``): say which.
+        """
         try:
-            self.save(*aggs)
+            self.save(agg)
         except IntegrityError:
-            # Either the session moved on, or another session claimed one of
-            # our new node ids in the meantime: say which.
-            for obj in aggs:
-                if isinstance(obj, NodeClaim.Created):
-                    self.refuse_claimed(obj.node_id)
+            for node_id in added:
+                self.refuse_claimed(node_id)
             raise errors.StaleVersion(
                 "another writer changed this session first; reload and retry"
             ) from None

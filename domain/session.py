@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +22,9 @@ from domain import errors
 from domain.events import (
     AgentRunFinished,
     AgentRunStarted,
+    AttachStaged,
     HeadMoved,
+    MergeCompleted,
     ModelSwitched,
     NodeAppended,
     NodePinned,
@@ -29,12 +32,15 @@ from domain.events import (
     SessionStarted,
 )
 from domain.limits import MAX_LABEL, check_id, check_label, check_model, check_node_id, check_window
+from domain.node_claim import claim_event
 from domain.node_text import node_texts
 from domain.nodes import ROLES, NodeRef
 from domain.session_context import ContextCommands
 from domain.tokens import node_token_counts
 
 JSON = dict[str, Any]
+# The events that add a node to the DAG (others, like HeadMoved, only name one).
+NODE_EVENTS = (NodeAppended, AttachStaged, MergeCompleted)
 
 
 def content_digest(role: str, name: str | None, input: Any, output: Any) -> str:
@@ -64,6 +70,20 @@ class Session(ContextCommands, Aggregate):
         self.head: str | None = branched_from["node_id"] if branched_from else None
         self.running: str | None = None
         self.pinned: list[str] = []
+
+    def collect_events(self) -> Sequence[Any]:
+        """The new events, then a claim of each new node's id (``domain.node_claim``).
+
+        The claims go into the same atomic write as the nodes, so a node id
+        another session holds fails the whole command.  They are emitted here,
+        as events are collected for saving, and never when events are
+        replayed, so reloading a session cannot claim anything twice.
+        """
+        events = list(super().collect_events())
+        sid = str(self.id)
+        claims = [claim_event(e.node_id, sid, e.timestamp) for e in events
+                  if isinstance(e, NODE_EVENTS)]  # fmt: skip
+        return events + claims
 
     # ----------------------------------------------------------------- queries
 

@@ -58,18 +58,16 @@ def test_a_claim_lost_to_a_racing_writer_stores_nothing(
     try:
         a, _ = app.start_session()
         b, _ = other.start_session()
-        claims = app._claims
+        save = app._save
         raced: list[str] = []
 
-        def late(agg: Any, known: int) -> list[Any]:
-            made = claims(agg, known)
-            if not raced:  # the other process claims the id just before our save
-                node_id = made[0].node_id
-                raced.append(node_id)
-                other.append_node(b, role="user", node_id=node_id)
-            return made
+        def late(agg: Any, added: Any = ()) -> None:
+            if added and not raced:  # the other process claims the id just before our save
+                raced.append(added[0])
+                other.append_node(b, role="user", node_id=added[0])
+            save(agg, added)
 
-        monkeypatch.setattr(app, "_claims", late)
+        monkeypatch.setattr(app, "_save", late)
         before = app.session_events(a)
         with pytest.raises(errors.DuplicateNode):
             app.append_node(a, role="user", node_id="contested")
