@@ -10,7 +10,9 @@ losing command is stored.
 from __future__ import annotations
 
 import os
+import random
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from itertools import islice
@@ -27,6 +29,7 @@ from domain.session import Session
 from domain.store_config import database_url, eventsourcing_env
 
 T = TypeVar("T")
+RACE_ATTEMPTS = 10  # jittered backoff, at most ~0.3 s in all
 # (session id, node id) -> the projection's newest commit there, if it has one
 CommitResolver = Callable[[str, str], "str | None"]
 
@@ -97,10 +100,15 @@ class CtxStore(Application[UUID]):
     ) -> tuple[T, int]:
         # A caller that named no version accepts whatever is current, so losing
         # a race to another writer just means running the command again on the
-        # fresh state; a caller that named one is told it is stale.
-        attempts = 1 if expected_version is not None else 3
+        # fresh state; a caller that named one is told it is stale.  Writers in
+        # other processes (parallel tool results posted through several API
+        # workers) can win a few rounds in a row, so the retries back off a
+        # little, with jitter so the losers do not collide again in step.
+        attempts = 1 if expected_version is not None else RACE_ATTEMPTS
         with self._lock:
             for attempt in range(attempts):
+                if attempt:
+                    time.sleep(random.uniform(0, min(0.05, 0.002 * 2**attempt)))
                 agg = self.session(session_id)
                 try:
                     agg.expect_version(expected_version)

@@ -73,3 +73,36 @@ def test_a_command_with_nothing_to_store_is_judged_on_the_stored_state(
     assert other.session(sid).pinned == ["u1"]
     with pytest.raises(errors.StaleVersion):
         app.pin(sid, "u1", expected_version=3)
+
+
+def test_unversioned_appends_from_several_processes_all_land(store_url: str) -> None:
+    """Parallel tool results posted through several workers: none is refused as stale."""
+    import threading
+
+    apps = [CtxStore(url=store_url) for _ in range(4)]
+    try:
+        sid = warm(apps[0])
+        for app in apps[1:]:
+            app.session(sid)  # every process has the session cached
+        start = threading.Barrier(len(apps))
+        failures: list[BaseException] = []
+
+        def post(app: CtxStore, worker: int) -> None:
+            try:
+                start.wait()
+                for i in range(8):
+                    app.append_node(sid, role="user", node_id=f"w{worker}-{i}")
+            except BaseException as exc:  # reported below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=post, args=(a, n)) for n, a in enumerate(apps)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert failures == []
+        versions = [e.originator_version for e in apps[0].session_events(sid)]
+        assert versions == list(range(1, 3 + len(apps) * 8))
+    finally:
+        for app in apps:
+            app.close()
