@@ -19,16 +19,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from eventsourcing.persistence import InterfaceError as ESInterfaceError
-from eventsourcing.persistence import OperationalError as ESOperationalError
 from pydantic import ValidationError
-from sqlalchemy.exc import OperationalError as SQLOperationalError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from domain.errors import DomainError
 from domain.summarizer import SummarizerError
+from projections.store import DATABASE_ERRORS, database_error_line
 
 log = logging.getLogger("ctxstore.api")
 
@@ -109,8 +107,7 @@ async def database_unavailable(request: Request, exc: Exception) -> Response:
     events or none; a command whose events committed already answered
     success even if the projection could not follow (``Runtime.execute``).
     """
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    log.warning("database unavailable: %s", first)
+    log.warning("database unavailable: %s", database_error_line(exc))
     return error_response(503, "database_unavailable", "the database is busy or unreachable; "
                           "retry shortly", headers={"Retry-After": "1"})  # fmt: skip
 
@@ -127,8 +124,6 @@ HANDLERS: dict[Any, Any] = {
     ValidationError: validation_error,
     HTTPException: http_error,
     SummarizerError: summarizer_error,
-    SQLOperationalError: database_unavailable,
-    ESOperationalError: database_unavailable,
-    ESInterfaceError: database_unavailable,
+    **dict.fromkeys(DATABASE_ERRORS, database_unavailable),
     Exception: internal_error,
 }

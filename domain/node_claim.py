@@ -30,13 +30,9 @@ class NodeClaim(Aggregate):
         node_id: str
         session_id: str
 
-    def __init__(self, node_id: str, session_id: str) -> None:
+    def __init__(self, node_id: str, session_id: str) -> None:  # what replaying Created calls
         self.node_id = node_id
         self.session_id = session_id
-
-    @staticmethod
-    def create_id(node_id: str) -> UUID:
-        return claim_id(node_id)
 
 
 def claim_id(node_id: str) -> UUID:

@@ -15,9 +15,12 @@ from contextlib import contextmanager
 from operator import itemgetter
 from typing import Any
 
+from eventsourcing.persistence import InterfaceError as ESInterfaceError
+from eventsourcing.persistence import OperationalError as ESOperationalError
 from sqlalchemy import Connection, Engine, Table, create_engine, event, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import OperationalError as SQLOperationalError
 
 from domain.policy import Policy
 from domain.store_config import sqlalchemy_url
@@ -26,6 +29,15 @@ from projections.records import Outbox
 
 APPLICATION = "ctxstore"
 WRITE_OPTION = "ctxstore_writes"  # execution option: this transaction will write
+# What a locked, busy or unreachable database raises, from the event store
+# (eventsourcing) or the projection tables (SQLAlchemy): retryable, not a bug.
+DATABASE_ERRORS = (ESInterfaceError, ESOperationalError, SQLOperationalError)
+
+
+def database_error_line(exc: BaseException) -> str:
+    """The first line of a database error (drivers append SQL and hints below it)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def make_engine(url: str) -> Engine:

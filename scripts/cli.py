@@ -32,14 +32,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from eventsourcing.persistence import InterfaceError, OperationalError
-from sqlalchemy.exc import OperationalError as SQLOperationalError
-
 from domain.application import CtxStore
 from domain.errors import DomainError, InvalidCommand
 from domain.policy import InvalidPolicy, Policy
 from domain.store_config import database_url, eventsourcing_env
 from domain.tokens import TokenizerUnavailable
+from projections.store import DATABASE_ERRORS, database_error_line
 from scripts import demo, transcript
 from scripts.event_json import export_line
 
@@ -149,13 +147,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
         while not stopping:
             try:
                 count = runtime.catch_up()
-            except (InterfaceError, OperationalError, SQLOperationalError) as exc:
+            except DATABASE_ERRORS as exc:
                 # A locked or briefly unreachable database is weather, not a bug:
                 # the batch rolled back whole, so wait and take it again.
                 backoff = min(max(backoff * 2, args.interval, 0.5), 30.0)
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-                print(f"worker: database unavailable ({first}); retrying in {backoff:g}s",
-                      file=sys.stderr, flush=True)  # fmt: skip
+                print(f"worker: database unavailable ({database_error_line(exc)}); "
+                      f"retrying in {backoff:g}s", file=sys.stderr, flush=True)  # fmt: skip
                 time.sleep(backoff)
                 continue
             backoff = 0.0
@@ -273,9 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail("tokenizer_unavailable", str(exc), 1)
     except InvalidPolicy as exc:
         return _fail(exc.code, str(exc))
-    except (InterfaceError, OperationalError, SQLOperationalError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return _fail("database_unavailable", first, 1)
+    except DATABASE_ERRORS as exc:
+        return _fail("database_unavailable", database_error_line(exc), 1)
 
 
 def _fail(code: str, message: str, status: int = 2) -> int:

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,12 +72,19 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def app(store_url: str) -> Iterator[object]:
+@contextmanager
+def opened_app(url: str) -> Iterator[Any]:
+    """A ``CtxStore`` on ``url``, closed afterwards (one per simulated process)."""
     from domain.application import CtxStore
 
-    application = CtxStore(url=store_url)
+    application = CtxStore(url=url)
     try:
         yield application
     finally:
         application.close()
+
+
+@pytest.fixture
+def app(store_url: str) -> Iterator[object]:
+    with opened_app(store_url) as application:
+        yield application

@@ -1,27 +1,26 @@
 """Two application instances on one store, as two API processes would be.
 
-Commands read the session from the in-process cache without asking the store
-for newer events; these check that a copy another process has moved on
-never makes a command succeed on old state nor fail wrongly.
+Each instance keeps its own cache of sessions; these check that a copy
+another process has moved on never makes a command succeed on old state
+nor fail wrongly, and that racing writers all land.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import pytest
 
 from domain import errors
 from domain.application import CtxStore
+from tests.conftest import opened_app
 
 
 @pytest.fixture
 def other(store_url: str) -> Iterator[CtxStore]:
-    second = CtxStore(url=store_url)
-    try:
+    with opened_app(store_url) as second:
         yield second
-    finally:
-        second.close()
 
 
 def warm(app: CtxStore) -> str:
@@ -79,8 +78,8 @@ def test_unversioned_appends_from_several_processes_all_land(store_url: str) -> 
     """Parallel tool results posted through several workers: none is refused as stale."""
     import threading
 
-    apps = [CtxStore(url=store_url) for _ in range(4)]
-    try:
+    with ExitStack() as stack:
+        apps = [stack.enter_context(opened_app(store_url)) for _ in range(4)]
         sid = warm(apps[0])
         for app in apps[1:]:
             app.session(sid)  # every process has the session cached
@@ -103,6 +102,3 @@ def test_unversioned_appends_from_several_processes_all_land(store_url: str) -> 
         assert failures == []
         versions = [e.originator_version for e in apps[0].session_events(sid)]
         assert versions == list(range(1, 3 + len(apps) * 8))
-    finally:
-        for app in apps:
-            app.close()
