@@ -27,6 +27,11 @@ incrementally as the session grows.
   row per node written by the projection's writer (no rules, tokens or
   transitions).  No rebuild can be faster, so "floor / raw" bounds what
   "rebuild / raw" can ever reach on this machine and store.
+* Compute bound: the same read, plus the whole projection step (rules,
+  token counts, commit rows) in memory, with nothing written to SQL at all.
+  However cheap a store's writes became, a rebuild running this pipeline in
+  this interpreter cannot be faster, so "compute / raw" bounds it from the
+  other side.
 
 Every node also has a node-id claim event in the log (``domain/node_claim.py``):
 the raw read, the floor and the rebuild all count them as events, and the
@@ -277,6 +282,36 @@ def floor_write(app: Any, store: Any, page: int = 500) -> tuple[int, float]:
     return count, seconds
 
 
+def compute_only(app: Any, policy: Any, page: int = 500) -> tuple[int, float, Any]:
+    """The projection step over every event, its rows kept in memory and never written.
+
+    A fresh ``Projector`` (cold token-count cache, as in a new process) whose
+    stored-row loader finds nothing: every commit row it made stays in
+    ``pending``, which is where it looks them up, so the commits it builds
+    are the ones a rebuild builds.  Only the SQL writes are missing.
+    Returns the count, the seconds, and the projector (``pending`` holds
+    every commit row it built).
+    """
+    from domain.tokens import count_tokens
+    from projections.projector import Projector
+    from projections.records import Outbox
+
+    count_tokens.cache_clear()
+    projector = Projector(lambda _position: policy, lambda _checkpoint: [])
+    started = time.perf_counter()
+    count, position = 0, 0
+    while True:
+        notes = app.recorder.select_notifications(start=position + 1, limit=page)
+        for note in notes:
+            projector.apply(app.mapper.to_domain_event(note), note.id)
+        projector.outbox = Outbox()  # what a writer would have taken away
+        count += len(notes)
+        if len(notes) < page:
+            break
+        position = notes[-1].id
+    return count, time.perf_counter() - started, projector
+
+
 def claim_count(app: Any) -> int:
     """Events that only reserve a node id: read like any other, skipped by projections."""
     count, position = 0, 0
@@ -328,6 +363,9 @@ def bench_store(kind: str, sizes: list[int]) -> dict[str, Any]:
         claims = claim_count(rt.app)
         floor_events, floor_seconds = min((floor_write(rt.app, rt.store) for _ in range(2)),
                                           key=lambda r: r[1])  # fmt: skip
+        compute_events, compute_seconds, _ = min(
+            (compute_only(rt.app, rt.policy) for _ in range(2)), key=lambda r: r[1]
+        )
         seconds: dict[str, float] = {}
         for label in ("warm", "cold"):
             if label == "cold":
@@ -344,6 +382,7 @@ def bench_store(kind: str, sizes: list[int]) -> dict[str, Any]:
         "raw_events": raw_events, "raw_rate": raw_events / raw_seconds,
         "claims": claims,
         "floor_rate": floor_events / floor_seconds,
+        "compute_rate": compute_events / compute_seconds,
         "events": events, "rebuild_rate": events / seconds["cold"],
         "rebuild_seconds": seconds["cold"], "warm_rate": events / seconds["warm"],
         "warm_seconds": seconds["warm"],
@@ -370,6 +409,9 @@ def report(r: dict[str, Any]) -> None:
     print(f"  {'write floor':>14}  {r['floor_rate']:>12,.0f} events/s"
           f"  ({r['floor_rate'] / r['raw_rate']:.1%} of raw: read + node and commit rows,"
           " no rules)")  # fmt: skip
+    print(f"  {'compute bound':>14}  {r['compute_rate']:>12,.0f} events/s"
+          f"  ({r['compute_rate'] / r['raw_rate']:.1%} of raw: read + the whole projection"
+          " step, no SQL writes)")  # fmt: skip
     print(f"  {'rebuild, cold':>14}  {r['rebuild_rate']:>12,.0f} events/s"
           f"  ({r['rebuild_seconds']:.2f} s)")  # fmt: skip
     print(f"  {'rebuild, warm':>14}  {r['warm_rate']:>12,.0f} events/s"
