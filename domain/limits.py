@@ -8,6 +8,9 @@ projectable forever.
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from domain import errors
 
 MAX_ID = 64
@@ -63,3 +66,32 @@ def check_window(value: int | None) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or not 256 <= value <= 100_000_000:
         raise errors.InvalidCommand("context_window must be an integer of 256..100,000,000",
                                     field="context_window")  # fmt: skip
+
+
+def check_json(field: str, value: Any) -> None:
+    """Plain JSON only: no NaN or Infinity, no keys but strings, no other types.
+
+    Python's ``json`` reads ``NaN`` and writes it back, but it is not JSON:
+    the projection's canonical encoding and every provider refuse it, so a
+    node holding one would be stored and then fail every render.  Walked
+    with a stack, so deep nesting cannot exhaust the recursion limit.
+    """
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if current is None or isinstance(current, (str, bool, int)):
+            continue
+        if isinstance(current, float):
+            if not math.isfinite(current):
+                raise errors.InvalidCommand(f"{field} holds {current}, which is not JSON",
+                                            field=field)  # fmt: skip
+        elif isinstance(current, list):
+            stack.extend(current)
+        elif isinstance(current, dict):
+            if not all(isinstance(key, str) for key in current):
+                raise errors.InvalidCommand(f"{field} has a key that is not a string",
+                                            field=field)  # fmt: skip
+            stack.extend(current.values())
+        else:
+            raise errors.InvalidCommand(f"{field} holds a {type(current).__name__}, "
+                                        "which is not JSON", field=field)  # fmt: skip

@@ -31,7 +31,15 @@ from domain.events import (
     NodeUnpinned,
     SessionStarted,
 )
-from domain.limits import MAX_LABEL, check_id, check_label, check_model, check_node_id, check_window
+from domain.limits import (
+    MAX_LABEL,
+    check_id,
+    check_json,
+    check_label,
+    check_model,
+    check_node_id,
+    check_window,
+)
 from domain.node_claim import claim_event
 from domain.node_text import node_texts
 from domain.nodes import ROLES, NodeRef
@@ -47,6 +55,12 @@ def content_digest(role: str, name: str | None, input: Any, output: Any) -> str:
     """Digest that decides retry (same content) versus edit (different)."""
     blob = json.dumps([role, name, input, output], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def check_content(input: Any, output: Any, metadata: JSON | None) -> None:
+    check_json("input", input)
+    check_json("output", output)
+    check_json("metadata", metadata)
 
 
 class Session(ContextCommands, Aggregate):
@@ -143,6 +157,7 @@ class Session(ContextCommands, Aggregate):
         check_node_id(node_id)
         check_id("call_id", call_id)
         check_label("name", name, MAX_LABEL)
+        check_content(input, output, metadata)
         node_id = node_id or str(uuid.uuid4())
         if self.knows(node_id):
             raise errors.DuplicateNode(f"node {node_id!r} already exists", node_id=node_id)
@@ -257,6 +272,7 @@ class Session(ContextCommands, Aggregate):
         """A second root: append_node would default the predecessor to HEAD."""
         check_node_id(node_id)
         check_label("name", name, MAX_LABEL)
+        check_content(input, output, metadata)
         node_id = node_id or str(uuid.uuid4())
         if self.knows(node_id):
             raise errors.DuplicateNode(f"node {node_id!r} already exists", node_id=node_id)

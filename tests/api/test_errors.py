@@ -114,6 +114,16 @@ def test_malformed_json_says_where(client: TestClient, sid: str) -> None:
     assert "JSON" in err["message"]
 
 
+def test_nan_in_a_node_is_refused_not_stored(client: TestClient, sid: str) -> None:
+    """Python's JSON reader takes NaN; it is not JSON, and would break every render."""
+    before = client.get(f"/sessions/{sid}/events").json()
+    body = b'{"role": "tool", "name": "t", "input": {"x": NaN}, "output": "o"}'
+    err = error_of(client.post(f"/sessions/{sid}/nodes", content=body), 422, "invalid_command")
+    assert "not JSON" in err["message"]
+    assert client.get(f"/sessions/{sid}/events").json() == before
+    assert client.get(f"/sessions/{sid}/render").status_code == 200
+
+
 def test_empty_body_is_an_empty_object(client: TestClient, sid: str) -> None:
     err = error_of(client.post(f"/sessions/{sid}/nodes"), 422, "invalid_request")
     assert err["details"]["errors"][0]["loc"] == ["role"]
