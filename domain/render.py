@@ -8,7 +8,9 @@ conversation grows.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +18,8 @@ from domain.context import ContextCommit, Item
 
 Block = dict[str, Any]
 Message = dict[str, Any]
+_PROVIDER_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
+_PROVIDER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,37 @@ def _tool_input(call: str | None) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"arguments": parsed}
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def tool_call_id(item_id: str) -> str:
+    """The id a tool use goes by: the item's own id when providers accept it.
+
+    Anthropic takes ``[A-Za-z0-9_-]`` only and OpenAI at most 40 characters,
+    while a node id may be any 64 characters and an attached item's id is
+    ``session:node``.  Others get a digest of the id, so the same item keeps
+    the same id in every render.
+    """
+    if _PROVIDER_ID.fullmatch(item_id):
+        return item_id
+    return "call_" + _digest(item_id)[:32]
+
+
+def tool_name(name: str | None) -> str:
+    """A tool name providers accept (``[A-Za-z0-9_-]{1,64}``), readable and distinct.
+
+    A name that needed changing keeps its legal characters and gets a short
+    digest of the original, so two names that clean up alike stay apart.
+    """
+    if not name:
+        return "tool"
+    if _PROVIDER_NAME.fullmatch(name):
+        return name
+    cleaned = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_")[:56]
+    return f"{cleaned or 'tool'}_{_digest(name)[:7]}"
+
+
 def _push(messages: list[Message], role: str, block: Block) -> None:
     """Append a block, merging into the previous message of the same role."""
     if messages and messages[-1]["role"] == role:
@@ -50,49 +85,79 @@ def _text(text: str) -> Block:
     return {"type": "text", "text": text}
 
 
-def _render_tool(messages: list[Message], item: Item) -> None:
-    call_id = item.item_id
-    if item.has_result and item.call is not None:
-        _push(messages, "assistant", {"type": "tool_use", "id": call_id,
-                                      "name": item.name or "tool",
-                                      "input": _tool_input(item.call)})  # fmt: skip
-        _push(messages, "user", {"type": "tool_result", "tool_use_id": call_id,
+class _Conversation:
+    """Messages as providers take them.
+
+    Tool calls in a row share one assistant message and their results one
+    user message, as parallel calls are made and answered.  Blank text is
+    left out: it tells the model nothing, and Anthropic refuses a blank text
+    block (an assistant turn that only calls tools has no text).
+    """
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.results: list[Block] = []  # answers to the calls just made
+
+    def say(self, role: str, text: str) -> None:
+        if text.strip():
+            self.flush()
+            _push(self.messages, role, _text(text))
+
+    def tool(self, item: Item) -> None:
+        name = item.name or "tool"
+        if item.has_result and item.call is not None:
+            call_id = tool_call_id(item.item_id)
+            _push(self.messages, "assistant", {"type": "tool_use", "id": call_id,
+                                               "name": tool_name(item.name),
+                                               "input": _tool_input(item.call)})  # fmt: skip
+            self.results.append({"type": "tool_result", "tool_use_id": call_id,
                                  "content": item.rendered, "is_error": item.is_error})  # fmt: skip
-        return
-    # Only one half survived: say what happened in plain text instead.
-    if item.has_result:
-        _push(messages, "user", _text(f"[tool {item.name} result] {item.rendered}"))
-    else:
-        _push(messages, "user", _text(f"[tool {item.name} called with {item.call}; no result]"))
+        # Only one half survived: say what happened in plain text instead.
+        elif item.has_result:
+            self.say("user", f"[tool {name} result] {item.rendered}")
+        elif item.call:
+            self.say("user", f"[tool {name} called with {item.call}; no result]")
+        else:
+            self.say("user", f"[tool {name} called; no result]")
+
+    def flush(self) -> None:
+        for block in self.results:
+            _push(self.messages, "user", block)
+        self.results = []
 
 
 def render_commit(commit: ContextCommit) -> Context:
     system_parts: list[str] = []
-    messages: list[Message] = []
+    conversation = _Conversation()
     tool_names: set[str] = set()
     for item in sorted(commit.items, key=lambda i: i.ord):
         if item.state == "summarized":
             continue
         if item.role == "system":
-            system_parts.append(item.rendered)
+            if item.rendered.strip():
+                system_parts.append(item.rendered)
         elif item.role == "tool":
-            tool_names.add(item.name or "tool")
-            _render_tool(messages, item)
+            tool_names.add(tool_name(item.name))
+            conversation.tool(item)
         elif item.role == "assistant" or item.role == "summary":
-            _push(messages, "assistant", _text(item.rendered))
+            conversation.say("assistant", item.rendered)
         else:  # user messages and attach markers
-            _push(messages, "user", _text(item.rendered))
+            conversation.say("user", item.rendered)
+    conversation.flush()
     tools = [{"name": name} for name in sorted(tool_names)]
-    return Context("\n\n".join(system_parts), messages, tools)
+    return Context("\n\n".join(system_parts), conversation.messages, tools)
 
 
 def to_anthropic(ctx: Context, model: str) -> dict[str, Any]:
-    return {
-        "model": model.split(":", 1)[-1],
-        "system": ctx.system,
-        "messages": ctx.messages,
-        "tools": [{"name": t["name"], "input_schema": {"type": "object"}} for t in ctx.tools],
-    }
+    """Empty ``system`` and ``tools`` are left out rather than sent empty."""
+    request: dict[str, Any] = {"model": model.split(":", 1)[-1]}
+    if ctx.system:
+        request["system"] = ctx.system
+    request["messages"] = ctx.messages
+    if ctx.tools:
+        request["tools"] = [{"name": t["name"], "input_schema": {"type": "object"}}
+                            for t in ctx.tools]  # fmt: skip
+    return request
 
 
 def _openai_message(message: Message) -> list[dict[str, Any]]:
@@ -120,9 +185,11 @@ def to_openai(ctx: Context, model: str) -> dict[str, Any]:
         messages.append({"role": "system", "content": ctx.system})
     for message in ctx.messages:
         messages.extend(_openai_message(message))
-    tools = [{"type": "function", "function": {"name": t["name"],
-              "parameters": {"type": "object"}}} for t in ctx.tools]  # fmt: skip
-    return {"model": model.split(":", 1)[-1], "messages": messages, "tools": tools}
+    request: dict[str, Any] = {"model": model.split(":", 1)[-1], "messages": messages}
+    if ctx.tools:  # OpenAI refuses an empty tools array
+        request["tools"] = [{"type": "function", "function": {"name": t["name"],
+                             "parameters": {"type": "object"}}} for t in ctx.tools]  # fmt: skip
+    return request
 
 
 SHAPES = ("neutral", "openai", "anthropic")

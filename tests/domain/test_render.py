@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.context import ContextCommit, Item
-from domain.render import render_commit, render_shape
+from domain.render import render_commit, render_shape, tool_call_id, tool_name
 
 MODEL = "anthropic:claude-sonnet-4"
+# What the providers accept (Anthropic ids and names; OpenAI's 40-char id limit).
+PROVIDER_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
+PROVIDER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def item(n: int, role: str, text: str, state: str = "full", **fields: Any) -> Item:
@@ -103,6 +107,10 @@ def test_non_json_arguments_are_wrapped() -> None:
 
 def check_anthropic(request: dict[str, Any]) -> None:
     messages = request["messages"]
+    assert request.get("system", "x").strip(), "a system prompt is never blank"
+    assert request.get("tools", [1]), "no empty tools array"
+    for tool in request.get("tools", []):
+        assert PROVIDER_NAME.fullmatch(tool["name"])
     seen: set[str] = set()
     for index, message in enumerate(messages):
         assert message["role"] in ("user", "assistant")
@@ -119,7 +127,12 @@ def check_anthropic(request: dict[str, Any]) -> None:
             uses = [b["id"] for b in previous["content"] if b["type"] == "tool_use"]
             assert [r["tool_use_id"] for r in results] == uses, "each result follows its use"
         for block in blocks:
+            if block["type"] == "text":
+                assert block["text"].strip(), "Anthropic refuses blank text blocks"
             if block["type"] == "tool_use":
+                assert PROVIDER_ID.fullmatch(block["id"]), block["id"]
+                assert PROVIDER_NAME.fullmatch(block["name"]), block["name"]
+                assert isinstance(block["input"], dict)
                 assert message["role"] == "assistant"
                 assert block["id"] not in seen, "tool ids are unique"
                 seen.add(block["id"])
@@ -144,12 +157,15 @@ def check_openai(request: dict[str, Any]) -> None:
             assert message["content"] is not None or calls
             for call in calls:
                 assert call["type"] == "function"
+                assert PROVIDER_ID.fullmatch(call["id"]), call["id"]
+                assert PROVIDER_NAME.fullmatch(call["function"]["name"])
                 assert isinstance(json.loads(call["function"]["arguments"]), dict)
             open_calls = [c["id"] for c in calls]
         else:
             assert isinstance(message["content"], str) and message["content"]
     assert not open_calls
-    names = [t["function"]["name"] for t in request["tools"]]
+    assert request.get("tools", [1]), "OpenAI refuses an empty tools array"
+    names = [t["function"]["name"] for t in request.get("tools", [])]
     assert names == sorted(set(names))
 
 
@@ -169,23 +185,94 @@ SPEC = st.tuples(
     st.booleans(),  # the call survived
     st.booleans(),  # the result survived
     st.booleans(),  # error
+    st.sampled_from(["text", "", " \n"]),  # an assistant turn that only calls tools has none
+    st.sampled_from(["t0", "t1", "mcp.fs/read file", "", None, "x" * 70]),  # any stored label
+    st.sampled_from(["plain", "s1:attached", "toolu.01:x", "y" * 64]),  # any node id
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(SPEC, min_size=1, max_size=25))
-def test_random_commits_render_well_formed(specs: list[tuple[str, str, bool, bool, bool]]) -> None:
+def test_random_commits_render_well_formed(
+    specs: list[tuple[str, str, bool, bool, bool, str, str | None, str]],
+) -> None:
     items = []
-    for n, (role, state, has_call, has_result, error) in enumerate(specs):
+    for n, (role, state, has_call, has_result, error, text, name, ident) in enumerate(specs):
         state = "summary" if role == "summary" else state
+        item_id = f"{ident}{n}"[-64:]
         if role == "tool":
-            items.append(item(n, role, f"out {n}", state, name=f"t{n % 3}",
+            items.append(item(n, role, f"out {n}", state, name=name, item_id=item_id,
                               call=json.dumps({"n": n}) if has_call else None,
                               has_result=has_result, is_error=error))  # fmt: skip
         else:
-            items.append(item(n, role, f"{role} {n}", state))
+            body = f"{role} {n}" if text == "text" else text
+            items.append(item(n, role, body, state, item_id=item_id))
     c = commit(items)
     anthropic, openai = render_shape(c, "anthropic", MODEL), render_shape(c, "openai", MODEL)
     check_anthropic(anthropic)
     check_openai(openai)
     assert json.dumps(render_shape(c, "openai", MODEL)) == json.dumps(openai)
+
+
+def test_parallel_calls_share_one_assistant_message_and_one_answer() -> None:
+    c = commit([item(0, "user", "go"), item(1, "assistant", "Two reads."),
+                item(2, "tool", "a", name="read_file", call='{"p": 1}'),
+                item(3, "tool", "b", name="read_file", call='{"p": 2}'),
+                item(4, "assistant", "Both read.")])  # fmt: skip
+    messages = render_commit(c).messages
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert [b["type"] for b in messages[1]["content"]] == ["text", "tool_use", "tool_use"]
+    assert [b["tool_use_id"] for b in messages[2]["content"]] == ["i2", "i3"]
+    openai = render_shape(c, "openai", MODEL)["messages"]
+    assert [m["role"] for m in openai] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert [call["id"] for call in openai[1]["tool_calls"]] == ["i2", "i3"]
+
+
+def test_blank_text_is_left_out_and_a_tools_only_turn_has_no_text_block() -> None:
+    c = commit(
+        [
+            item(0, "system", " "),
+            item(1, "user", "go"),
+            item(2, "assistant", ""),
+            item(3, "tool", "hit", name="grep", call="{}"),
+            item(4, "user", " \n"),
+        ]
+    )
+    anthropic = render_shape(c, "anthropic", MODEL)
+    assert "system" not in anthropic
+    assert anthropic["messages"][1]["content"] == [
+        {"type": "tool_use", "id": "i3", "name": "grep", "input": {}}]  # fmt: skip
+    assert anthropic["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "i3", "content": "hit", "is_error": False}
+    ]
+    openai = render_shape(c, "openai", MODEL)
+    assert openai["messages"][1] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "i3", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+        ],
+    }
+
+
+def test_empty_tool_lists_are_left_out_of_provider_shapes() -> None:
+    c = commit([item(0, "user", "hi"), item(1, "assistant", "hello")])
+    assert "tools" not in render_shape(c, "openai", MODEL)
+    assert "tools" not in render_shape(c, "anthropic", MODEL)
+    assert render_shape(c, "neutral", MODEL)["tools"] == []
+
+
+def test_ids_and_names_providers_refuse_become_stable_legal_ones() -> None:
+    odd = [item(0, "assistant", "go"),
+           item(1, "tool", "a", name="mcp.fs/read file", call="{}", item_id="s1:n1"),
+           item(2, "tool", "b", name="mcp.fs/read_file", call="{}", item_id="n" * 41)]  # fmt: skip
+    first = render_shape(commit(odd), "anthropic", MODEL)
+    uses = first["messages"][0]["content"][1:]
+    assert [u["id"] for u in uses] == [tool_call_id("s1:n1"), tool_call_id("n" * 41)]
+    assert all(PROVIDER_ID.fullmatch(u["id"]) for u in uses)
+    assert uses[0]["id"] != uses[1]["id"]
+    names = [u["name"] for u in uses]
+    assert names[0].startswith("mcp_fs_read_file_") and names[1].startswith("mcp_fs_read_file_")
+    assert names[0] != names[1], "names that clean up alike stay apart"
+    assert render_shape(commit(odd), "anthropic", MODEL) == first, "the same on every render"
+    assert tool_call_id("toolu_01ABC") == "toolu_01ABC" and tool_name("grep") == "grep"
