@@ -144,6 +144,12 @@ class CtxStore(Application[UUID]):
         """
         try:
             self.save(agg)
+        except UnicodeEncodeError:
+            # A lone surrogate (\ud800, which JSON can spell) is text no store can encode;
+            # it fails while the events are serialised, before any is written.
+            raise errors.InvalidCommand(
+                "text holds a lone surrogate, which is not Unicode text"
+            ) from None
         except IntegrityError:
             for node_id in added:
                 self.refuse_claimed(node_id)
@@ -168,6 +174,19 @@ class CtxStore(Application[UUID]):
         context_window: int | None = None,
         at: datetime | None = None,
     ) -> tuple[UUID, int]:
+        return self.import_session(title, model, context_window, at, lambda agg: None)
+
+    def import_session(
+        self, title: str, model: str, context_window: int | None, at: datetime | None,
+        build: Callable[[Session], None],
+    ) -> tuple[UUID, int]:  # fmt: skip
+        """A new session, with whatever ``build`` runs on it in memory, in one atomic write.
+
+        A bulk import lands whole or not at all.  Saved a command at a time, a
+        refusal halfway, a node id another session took meanwhile, or a
+        database locked for too long left half a session stored, with no id
+        printed, so a retry stored a second copy.
+        """
         check_model(model)
         check_label("title", title)
         check_window(context_window)
@@ -175,8 +194,9 @@ class CtxStore(Application[UUID]):
             Session.Started, title=title, model=model, branched_from=None,
             context_window=context_window, timestamp=at,
         )  # fmt: skip
+        build(agg)
         with self._lock:
-            self._save(agg)
+            self._save(agg, added=list(agg.nodes))
         return agg.id, agg.version
 
     def branch(

@@ -16,6 +16,10 @@ from domain import errors
 MAX_ID = 64
 MAX_LABEL = 128
 MAX_COUNT = 2**31 - 1  # token counts: the projection's integer columns
+# Nesting of node content.  Python's JSON encoder and decoder recurse once a
+# level (the export twice): a few hundred levels stored fine would later fail
+# to export or serve.  Real tool arguments nest a handful of levels.
+MAX_DEPTH = 100
 
 
 def check_id(field: str, value: str | None, limit: int = MAX_ID) -> None:
@@ -58,6 +62,17 @@ def check_label(field: str, value: str | None, limit: int = 10_000) -> None:
     if not isinstance(value, str) or len(value) > limit or "\x00" in value:
         raise errors.InvalidCommand(f"{field} must be text of at most {limit} characters "
                                     "without NUL", field=field)  # fmt: skip
+    check_unicode(field, value)
+
+
+def check_unicode(field: str, text: str) -> None:
+    """No lone surrogates: JSON can spell ``"\\ud800"``, but no store can encode it."""
+    if not text.isascii():  # the common case costs one scan in C
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise errors.InvalidCommand(f"{field} holds a lone surrogate, which is not "
+                                        "Unicode text", field=field) from None  # fmt: skip
 
 
 def check_window(value: int | None) -> None:
@@ -73,25 +88,33 @@ def check_json(field: str, value: Any) -> None:
 
     Python's ``json`` reads ``NaN`` and writes it back, but it is not JSON:
     the projection's canonical encoding and every provider refuse it, so a
-    node holding one would be stored and then fail every render.  Walked
-    with a stack, so deep nesting cannot exhaust the recursion limit.
+    node holding one would be stored and then fail every render.  Nesting is
+    capped at ``MAX_DEPTH``.  Walked with a stack, so the check itself cannot
+    exhaust the recursion limit.
     """
-    stack = [value]
+    stack = [(value, 0)]
     while stack:
-        current = stack.pop()
-        if current is None or isinstance(current, (str, bool, int)):
+        current, depth = stack.pop()
+        if isinstance(current, str):
+            check_unicode(field, current)
             continue
+        if current is None or isinstance(current, (bool, int)):
+            continue
+        if depth >= MAX_DEPTH and isinstance(current, (list, dict)):
+            raise errors.InvalidCommand(f"{field} nests deeper than {MAX_DEPTH} levels",
+                                        field=field)  # fmt: skip
         if isinstance(current, float):
             if not math.isfinite(current):
                 raise errors.InvalidCommand(f"{field} holds {current}, which is not JSON",
                                             field=field)  # fmt: skip
         elif isinstance(current, list):
-            stack.extend(current)
+            stack.extend((child, depth + 1) for child in current)
         elif isinstance(current, dict):
             if not all(isinstance(key, str) for key in current):
                 raise errors.InvalidCommand(f"{field} has a key that is not a string",
                                             field=field)  # fmt: skip
-            stack.extend(current.values())
+            stack.extend((key, depth) for key in current)
+            stack.extend((child, depth + 1) for child in current.values())
         else:
             raise errors.InvalidCommand(f"{field} holds a {type(current).__name__}, "
                                         "which is not JSON", field=field)  # fmt: skip

@@ -100,6 +100,22 @@ class Runtime:
             return version
         return None
 
+    def compact_as_asked(self, session_id: str, limit: int = 1_000) -> int:
+        """Record each summary the head asks for, until it asks for none; how many.
+
+        A bulk import arrives as one write, so the compaction the API runs
+        after each append runs here once the whole session is in, on its head.
+        Each summary folds the oldest run and the next request takes the next
+        one, so this ends; ``limit`` only guards against a bug looping.
+        """
+        done = 0
+        with self._lock:
+            while self.auto_compact and done < limit:
+                if self._auto_compact(session_id) is None:
+                    break
+                done += 1
+        return done
+
     def catch_up(self) -> int:
         with self._lock:
             return self.processor.catch_up()

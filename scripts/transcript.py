@@ -31,8 +31,9 @@ as ``"predecesor"`` would otherwise silently attach a node to HEAD).
   before any ``at`` at the moment of the import.  Times may not go back:
   idle clearing measures the gaps between them.
 
-The whole transcript is first run against an in-memory store and only then
-against the real one, so a bad line leaves no half-imported session behind.
+The whole transcript runs against the new session in memory and is saved in
+one atomic write (``CtxStore.import_session``): a bad line, a node id another
+session holds, or a database that stays locked leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from uuid import UUID
 
 from domain.application import CtxStore
 from domain.errors import DomainError
+from domain.session import Session
 
 JSON = dict[str, Any]
 
@@ -134,6 +136,8 @@ def _record(raw: str, line: int) -> JSON:
                               line=line) from None  # fmt: skip
     except ValueError as exc:
         raise TranscriptError(f"line {line}: not valid JSON: {exc}", line=line) from None
+    except RecursionError:
+        raise TranscriptError(f"line {line}: JSON nested too deeply", line=line) from None
     if not isinstance(record, dict):
         raise TranscriptError(f"line {line}: expected a JSON object", line=line)
     kind = record.get("type")
@@ -198,47 +202,57 @@ def read(path: str | Path) -> list[Step]:
         raise BadFile(f"{path}: {exc.strerror or exc}") from None
 
 
-def _commands(app: CtxStore, sid: UUID) -> dict[str, Callable[[JSON, datetime], Any]]:
+def _commands(agg: Session) -> dict[str, Callable[[JSON, datetime], Any]]:
+    """Each line type as the command it is, run on the session in memory."""
+
     def node(f: JSON, at: datetime) -> Any:
         kwargs = {k: v for k, v in f.items() if k != "id"}
-        return app.append_node(sid, node_id=f.get("id"), at=at, **kwargs)
+        return agg.append_node(node_id=f.get("id"), at=at, **kwargs)
 
     def retry(f: JSON, at: datetime) -> Any:
         kwargs = {k: v for k, v in f.items() if k not in ("of", "id")}
-        return app.add_sibling(sid, f["of"], node_id=f.get("id"), at=at, **kwargs)
+        return agg.add_sibling(f["of"], node_id=f.get("id"), at=at, **kwargs)
 
     return {
         "node": node,
         "retry": retry,
         "edit": retry,
-        "checkout": lambda f, at: app.checkout(sid, f["node"], f.get("version"), at=at),
-        "pin": lambda f, at: app.pin(sid, f["node"], at=at),
-        "unpin": lambda f, at: app.unpin(sid, f["node"], at=at),
-        "usage": lambda f, at: app.measure_usage(
-            sid, at=at, **{k: v for k, v in f.items() if v is not None}
+        "checkout": lambda f, at: agg.checkout(f["node"], f.get("version"), at=at),
+        "pin": lambda f, at: agg.pin(f["node"], at=at),
+        "unpin": lambda f, at: agg.unpin(f["node"], at=at),
+        "usage": lambda f, at: agg.measure_usage(
+            at=at, **{k: v for k, v in f.items() if v is not None}
         ),
-        "run_start": lambda f, at: app.start_run(sid, f.get("run_id"), at=at),
-        "run_finish": lambda f, at: app.finish_run(sid, f.get("status") or "completed", at=at),
-        "model": lambda f, at: app.switch_model(sid, f["model"], f.get("context_window"), at=at),
+        "run_start": lambda f, at: agg.start_run(f.get("run_id"), at=at),
+        "run_finish": lambda f, at: agg.finish_run(f.get("status") or "completed", at=at),
+        "model": lambda f, at: agg.switch_model(f["model"], f.get("context_window"), at=at),
     }
 
 
-def apply(app: CtxStore, steps: list[Step]) -> UUID:
-    """Run the steps as commands on ``app``; the new session's id."""
+def import_transcript(app: CtxStore, steps: list[Step]) -> UUID:
+    """Run the steps as commands on a new session, saved in one write; its id.
+
+    Nothing is stored unless every line is.
+    """
     head, *rest = steps
+
+    def build(agg: Session) -> None:
+        commands = _commands(agg)
+        for step in rest:
+            try:
+                commands[step.type](step.fields, step.at)
+            except DomainError as exc:
+                raise _at_line(exc, step.line) from None
+
     try:
-        sid, _ = app.start_session(title=head.fields.get("title") or "",
-                                   model=head.fields["model"],
-                                   context_window=head.fields.get("context_window"),
-                                   at=head.at)  # fmt: skip
+        sid, _ = app.import_session(head.fields.get("title") or "", head.fields["model"],
+                                    head.fields.get("context_window"), head.at, build)  # fmt: skip
     except DomainError as exc:
-        raise _at_line(exc, head.line) from None
-    commands = _commands(app, sid)
-    for step in rest:
-        try:
-            commands[step.type](step.fields, step.at)
-        except DomainError as exc:
-            raise _at_line(exc, step.line) from None
+        if "line" in exc.details:
+            raise
+        # The session line itself, or the one write: a node id another session holds.
+        lines = {s.fields.get("id"): s.line for s in rest if s.fields.get("id")}
+        raise _at_line(exc, lines.get(exc.details.get("node_id"), head.line)) from None
     return sid
 
 
@@ -250,44 +264,21 @@ def _at_line(exc: DomainError, line: int) -> DomainError:
     return exc
 
 
-def import_transcript(app: CtxStore, steps: list[Step]) -> UUID:
-    """Validate against an in-memory store, then import for real.
-
-    The rehearsal runs every command through the same application service,
-    so whatever the domain refuses is refused before a single event reaches
-    the real store.
-    """
-    rehearsal = CtxStore(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
-    try:
-        apply(rehearsal, steps)
-    finally:
-        rehearsal.close()
-    # The rehearsal's store is empty, so it cannot see node ids other sessions
-    # of the real store already hold (ids are unique store-wide): check those
-    # before the first real event, or a clash halfway would leave half a session.
-    for step in steps:
-        node_id = step.fields.get("id")
-        if isinstance(node_id, str):
-            try:
-                app.refuse_claimed(node_id)
-            except DomainError as exc:
-                raise _at_line(exc, step.line) from None
-    return apply(app, steps)
-
-
 def import_file(url: str, path: str | Path) -> str:
     """Import a transcript file into the store at ``url``; the new session's id.
 
-    The projections catch up before this returns, so the session's context
-    is ready to serve (and to check) the moment the id is printed.
+    The projections catch up before this returns, and the head is compacted
+    as the API would have compacted it, so the session's context is ready to
+    serve (and to check) the moment the id is printed.
     """
-    from projections.runtime import Runtime  # the parser and rehearsal need no projections
+    from projections.runtime import Runtime  # the parser needs no projections
 
     steps = read(path)
     runtime = Runtime(url)
     try:
         sid = import_transcript(runtime.app, steps)
         runtime.catch_up()
+        runtime.compact_as_asked(str(sid))
     finally:
         runtime.close()
     return str(sid)

@@ -16,6 +16,7 @@ import pytest
 
 from domain import errors, events
 from domain.application import CtxStore
+from domain.limits import MAX_DEPTH
 from domain.session import Session, content_digest
 from domain.tokens import ENCODING, count_tokens
 
@@ -34,6 +35,13 @@ def refused(app: CtxStore, sid: Any, error: type[errors.DomainError],
     assert stored(app, sid) == before
     assert app.session(sid).version == len(before)  # nor left in the cache
     return info.value
+
+
+def nested(levels: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return value
 
 
 def seeded(app: CtxStore) -> Any:
@@ -239,6 +247,18 @@ def test_refusals_have_codes_and_store_nothing(app: CtxStore) -> None:
          lambda: app.append_node(sid, role="user", input={1: "int key"})),
         (errors.InvalidCommand, "invalid_command", 422,
          lambda: app.append_node(sid, role="user", input={"when": object()})),
+        # a lone surrogate is valid JSON text but not Unicode: no store can encode it
+        (errors.InvalidCommand, "invalid_command", 422,
+         lambda: app.append_node(sid, role="user", input={"q": ["\ud800"]})),
+        (errors.InvalidCommand, "invalid_command", 422,
+         lambda: app.append_node(sid, role="user", input="ok", metadata={"\udfff": 1})),
+        (errors.InvalidCommand, "invalid_command", 422,
+         lambda: app.append_node(sid, role="tool", name="grep\ud800", output="o")),
+        (errors.InvalidCommand, "invalid_command", 422,
+         lambda: app.append_node(sid, role="user", node_id="n\ud800", input="ok")),
+        # deeper than MAX_DEPTH could be stored but never exported or served
+        (errors.InvalidCommand, "invalid_command", 422,
+         lambda: app.append_node(sid, role="user", input=nested(MAX_DEPTH + 1))),
         (errors.AgentNotRunning, "agent_not_running", 409, lambda: app.finish_run(sid)),
         (errors.StaleVersion, "stale_version", 409,
          lambda: app.append_node(sid, expected_version=2, role="user")),
@@ -363,3 +383,51 @@ def test_node_appended_v2_upcasts_to_unmeasured_counts(app: CtxStore) -> None:
     event = app.mapper.to_domain_event(v2)
     assert isinstance(event, events.NodeAppended)
     assert event.token_counts is None and event.node_id == "u1"
+
+
+def test_content_nested_up_to_the_limit_is_kept(app: CtxStore) -> None:
+    sid = seeded(app)
+    app.append_node(sid, role="user", node_id="deep", input=nested(MAX_DEPTH))
+    assert app.session_events(sid)[-1].input == nested(MAX_DEPTH)
+
+
+def test_an_imported_session_is_one_write_or_none(app: CtxStore) -> None:
+    """``import_session`` runs every command in memory, then saves them together."""
+    writes: list[int] = []
+    insert = app.recorder.insert_events
+
+    def counted(events: Any, **kwargs: Any) -> Any:
+        writes.append(len(events))
+        return insert(events, **kwargs)
+
+    app.recorder.insert_events = counted  # type: ignore[method-assign]
+
+    def build(agg: Session) -> None:
+        agg.append_node("user", node_id="iu1", input="hi")
+        agg.append_node("assistant", node_id="ia1", output="calling")
+        agg.append_node("tool", node_id="it1", name="grep", input={"q": 1}, output="hit")
+        agg.pin("iu1")
+
+    sid, version = app.import_session("imported", "openai:gpt-4o", None, None, build)
+    assert version == 5 and len(writes) == 1
+    assert writes[0] == 5 + 3  # the session's events and the claims of its three node ids
+    assert [e.node_id for e in app.session_events(sid)[1:4]] == ["iu1", "ia1", "it1"]
+
+    before = app.recorder.max_notification_id()
+
+    def refused_halfway(agg: Session) -> None:
+        agg.append_node("user", node_id="ju1", input="hi")
+        agg.append_node("tool", node_id="jt1", output="no caller")  # refused
+
+    with pytest.raises(errors.InvalidEdge):
+        app.import_session("half", "openai:gpt-4o", None, None, refused_halfway)
+
+    def clashing(agg: Session) -> None:
+        agg.append_node("user", node_id="ku1", input="hi")
+        agg.append_node("user", node_id="iu1", input="an id the first import holds")
+
+    with pytest.raises(errors.DuplicateNode) as info:
+        app.import_session("clash", "openai:gpt-4o", None, None, clashing)
+    assert info.value.details["node_id"] == "iu1"
+    assert app.recorder.max_notification_id() == before
+    assert writes[1:] == [1 + 2 + 2]  # one write tried, refused whole
