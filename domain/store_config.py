@@ -38,9 +38,13 @@ def eventsourcing_env(url: str) -> dict[str, str]:
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
         path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else parsed.path
+        if not path or path == ":memory:":
+            # The events and the projections would each get a private in-memory
+            # database, so nothing written could ever be read back.
+            raise ValueError(f"database URL {url!r} names no file: use sqlite:///path.db")
         return {
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-            "SQLITE_DBNAME": path or ":memory:",
+            "SQLITE_DBNAME": path,
             "SQLITE_LOCK_TIMEOUT": "30",
         }
     if parsed.scheme in ("postgresql", "postgres", "postgresql+psycopg"):

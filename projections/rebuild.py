@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from domain.application import CtxStore
 from domain.policy import Policy
+from domain.tokens import check_tokenizer
 from projections import tables as t
 from projections.processor import Processor
 from projections.records import dumps
@@ -51,6 +52,9 @@ def rebuild(app: CtxStore, store: ProjectionStore, policy: Policy | None = None)
 
 
 def rebuild_and_compare(url: str) -> dict[str, Any]:
+    # Before anything is emptied: without the tokenizer the rebuild would stop
+    # halfway and leave the projection tables empty.
+    check_tokenizer()
     app = CtxStore(url=url)
     store = ProjectionStore(url)
     try:

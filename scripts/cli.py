@@ -25,12 +25,16 @@ import argparse
 import json
 import os
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from eventsourcing import persistence as es_persistence
+from sqlalchemy import exc as sa_exc
 
 from domain.application import CtxStore
 from domain.errors import DomainError, InvalidCommand
@@ -40,6 +44,10 @@ from domain.tokens import TokenizerUnavailable
 from projections.store import DATABASE_ERRORS, database_error_line
 from scripts import demo, transcript
 from scripts.event_json import export_line
+
+# Any other error a database reports (sqlite3's, SQLAlchemy's, eventsourcing's).
+STORE_ERRORS = (sqlite3.DatabaseError, sa_exc.DatabaseError, es_persistence.DatabaseError)
+INTEGRITY_ERRORS = (sqlite3.IntegrityError, sa_exc.IntegrityError, es_persistence.IntegrityError)
 
 
 class Failed(Exception):
@@ -51,7 +59,9 @@ class Failed(Exception):
 
 
 def _url(args: argparse.Namespace) -> str:
-    url = str(args.db or database_url())
+    url = str(args.db if args.db is not None else database_url())
+    if not url.strip():
+        raise Failed("bad_database_url", "the database URL is empty")
     try:
         eventsourcing_env(url)  # refuses a scheme neither store speaks
     except ValueError as exc:
@@ -61,7 +71,26 @@ def _url(args: argparse.Namespace) -> str:
 
 def _app(args: argparse.Namespace) -> CtxStore:
     """The write side alone: export and replay need no projections or tokenizer."""
-    return CtxStore(url=_url(args))
+    url = _url(args)
+    _reachable(url)
+    return CtxStore(url=url)
+
+
+def _reachable(url: str) -> None:
+    """Connect once, briefly, to say why a PostgreSQL server cannot be used.
+
+    eventsourcing's pool retries for 30 s and then reports only that it got
+    no connection; one direct attempt names the cause (no such database,
+    role or host) within seconds.  The projection side already fails that way.
+    """
+    if not url.startswith(("postgresql", "postgres")):
+        return
+    import psycopg
+
+    try:
+        psycopg.connect("postgresql://" + url.split("://", 1)[1], connect_timeout=5).close()
+    except psycopg.Error as exc:
+        raise Failed("database_unavailable", database_error_line(exc), 1) from None
 
 
 def _migrate(url: str) -> None:
@@ -272,6 +301,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(exc.code, str(exc))
     except DATABASE_ERRORS as exc:
         return _fail("database_unavailable", database_error_line(exc), 1)
+    except STORE_ERRORS as exc:  # e.g. a --db file that is not a database
+        if isinstance(exc, INTEGRITY_ERRORS):
+            raise  # a broken invariant is a bug: show the traceback
+        return _fail("database_error", database_error_line(exc), 1)
+    except BrokenPipeError:
+        # The reader went away (``ctxstore export … | head``): stop quietly, and
+        # keep the interpreter's final flush from raising the same error again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 def _fail(code: str, message: str, status: int = 2) -> int:

@@ -11,12 +11,15 @@ import json
 import os
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from domain.application import CtxStore
 from scripts import cli, demo, transcript
+from tests.conftest import PG_ADMIN_URL, STORES
 
 SAMPLE = Path(cli.__file__).resolve().parent / "sample_session.jsonl"
 
@@ -171,7 +174,7 @@ def test_a_bad_line_is_refused_by_number_and_stores_nothing(
     assert "Traceback" not in err
     app = CtxStore(url=db)
     try:
-        assert not app.recorder.max_notification_id()  # the rehearsal refused it first
+        assert not app.recorder.max_notification_id()  # one write, never made
     finally:
         app.close()
 
@@ -277,7 +280,7 @@ def test_worker_waits_out_a_busy_database_instead_of_exiting(
 def test_an_id_another_session_holds_refuses_the_whole_import(
     capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
 ) -> None:
-    """The rehearsal store is empty; the real store's ids are checked before any event."""
+    """The one write of the whole session fails on the clash; the error names its line."""
     imported(capsys, db, write(tmp_path / "first.jsonl", SMALL))
     app = CtxStore(url=db)
     try:
@@ -294,3 +297,131 @@ def test_an_id_another_session_holds_refuses_the_whole_import(
         assert len(app.recorder.select_notifications(start=1, limit=10_000)) == stored
     finally:
         app.close()
+
+
+def test_import_compacts_the_head_as_the_api_would(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
+) -> None:
+    """An import is one write, so the compaction each append would have run runs after it."""
+    from projections.runtime import Runtime
+
+    words = " ".join(f"word{i}" for i in range(80))
+    lines: list[object] = [{"type": "session", "model": "openai:gpt-4o", "context_window": 3000,
+                            "at": "2026-01-01T10:00:00Z"}]  # fmt: skip
+    for turn in range(20):
+        lines.append({"type": "node", "role": "user", "input": f"question {turn}: {words}"})
+        lines.append({"type": "node", "role": "assistant", "output": f"answer {turn}: {words}"})
+    sid = imported(capsys, db, write(tmp_path / "long.jsonl", lines))
+    runtime = Runtime(db)
+    try:
+        budget = runtime.budget(sid)
+        assert budget["status"] == "ok", budget
+        kinds = [e.__class__.__name__ for e in runtime.app.session_events(sid)]
+        assert "SummaryRecorded" in kinds
+    finally:
+        runtime.close()
+
+
+def test_content_at_the_nesting_limit_imports_and_exports(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
+) -> None:
+    from domain.limits import MAX_DEPTH
+
+    deep: object = "leaf"
+    for _ in range(MAX_DEPTH):
+        deep = [deep]
+    lines = [SMALL[0], {"type": "node", "id": "d1", "role": "user", "input": deep}]
+    sid = imported(capsys, db, write(tmp_path / "deep.jsonl", lines))
+    status, out, err = run(capsys, "export", sid, "--db", db)
+    assert status == 0, err
+    assert json.loads(out.splitlines()[1])["data"]["input"] == deep
+    deeper = [SMALL[0], {"type": "node", "id": "d2", "role": "user", "input": [deep]}]
+    status, _, err = run(capsys, "import", str(write(tmp_path / "d2.jsonl", deeper)), "--db", db)
+    assert status == 2 and "line 2" in err and "nests deeper" in err
+    very = "[" * 100_000 + "]" * 100_000  # deeper than Python's JSON reader can go
+    text = json.dumps(SMALL[0]) + '\n{"type": "node", "role": "user", "input": ' + very + "}\n"
+    (tmp_path / "d3.jsonl").write_text(text, encoding="utf-8")
+    status, _, err = run(capsys, "import", str(tmp_path / "d3.jsonl"), "--db", db)
+    assert status == 2 and "line 2" in err and "Traceback" not in err
+
+
+def test_a_lone_surrogate_is_refused_by_line(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "s.jsonl", SMALL, {2: '{"type": "node", "role": "user", '
+                                               '"input": "\\ud800"}'})  # fmt: skip
+    status, _, err = run(capsys, "import", str(path), "--db", db)
+    assert status == 2 and "line 2" in err and "surrogate" in err, err
+    title = write(tmp_path / "t.jsonl", [{"type": "session", "model": "a:b", "title": "\ud800"}])
+    status, _, err = run(capsys, "import", str(title), "--db", db)
+    assert status == 2 and "line 1" in err and "surrogate" in err, err
+
+
+def test_rebuild_without_the_tokenizer_empties_nothing(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from domain import tokens
+    from projections.rebuild import digest
+    from projections.store import ProjectionStore
+
+    imported(capsys, db, write(tmp_path / "t.jsonl", SMALL))
+    store = ProjectionStore(db)
+    try:
+        before = digest(store)
+
+        def unavailable() -> None:
+            raise tokens.TokenizerUnavailable("no encoding files")
+
+        monkeypatch.setattr(tokens, "_encoder", unavailable)
+        status, _, err = run(capsys, "rebuild", "--db", db)
+        assert status == 1 and "tokenizer_unavailable" in err
+        assert digest(store) == before
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("url", ["", "sqlite://", "sqlite:///", "sqlite:///:memory:"])
+def test_database_urls_that_could_never_work_are_refused(
+    capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    for command in (["migrate"], ["import", str(SAMPLE)], ["export", str(uuid.UUID(int=1))]):
+        status, out, err = run(capsys, *command, "--db", url)
+        assert status == 2 and "bad_database_url" in err and out == "", (command, err)
+
+
+def test_a_file_that_is_not_a_database_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bogus = tmp_path / "notes.db"
+    bogus.write_text("these are my notes, not a database\n" * 200, encoding="utf-8")
+    for command in (["export", str(uuid.UUID(int=1))], ["import", str(SAMPLE)]):
+        status, _, err = run(capsys, *command, "--db", f"sqlite:///{bogus}")
+        assert status == 1 and err.startswith("error: database_") and "not a database" in err
+        assert err.count("\n") == 1, err
+
+
+@pytest.mark.skipif("postgres" not in STORES, reason="PostgreSQL is not among the test stores")
+def test_an_unusable_postgres_database_is_named_at_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/ctxstore_no_such_database"
+    for command in (["export", str(uuid.UUID(int=1))], ["replay", str(uuid.UUID(int=1)),
+                                                         "--to", "1"]):  # fmt: skip
+        started = time.monotonic()
+        status, _, err = run(capsys, *command, "--db", url)
+        assert status == 1 and "does not exist" in err, err
+        assert time.monotonic() - started < 20  # not eventsourcing's 30 s pool wait
+
+
+def test_export_into_a_closed_pipe_stops_quietly(
+    capsys: pytest.CaptureFixture[str], db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ctxstore export … | head -1``: the reader leaving is not an error to trace back."""
+    sid = imported(capsys, db, SAMPLE)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte, whatever the pipe holds
+    with os.fdopen(write_end, "w") as closed:
+        monkeypatch.setattr(sys, "stdout", closed)
+        assert cli.main(["export", sid, "--db", db]) == 1
+        monkeypatch.undo()
+    assert "Traceback" not in capsys.readouterr().err
