@@ -141,6 +141,12 @@ def _record(raw: str, line: int) -> JSON:
     if not isinstance(record, dict):
         raise TranscriptError(f"line {line}: expected a JSON object", line=line)
     kind = record.get("type")
+    if set(record) == {"seq", "type", "timestamp", "data"}:
+        raise TranscriptError(
+            f"line {line}: this is a 'ctxstore export' (the session's event log, for audit "
+            "and replay), not a transcript: import reads the transcript format in "
+            "scripts/transcript.py", line=line,
+        )  # fmt: skip
     if not isinstance(kind, str) or (kind not in SCHEMA and kind not in ALIASES):
         known = ", ".join(sorted([*SCHEMA, *ALIASES]))
         raise TranscriptError(f"line {line}: unknown type {kind!r} (one of: {known})", line=line)

@@ -425,3 +425,13 @@ def test_export_into_a_closed_pipe_stops_quietly(
         assert cli.main(["export", sid, "--db", db]) == 1
         monkeypatch.undo()
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_importing_an_export_says_what_the_file_is(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
+) -> None:
+    sid = imported(capsys, db, SAMPLE)
+    out = tmp_path / "export.jsonl"
+    assert run(capsys, "export", sid, "--db", db, "--out", str(out))[0] == 0
+    status, _, err = run(capsys, "import", str(out), "--db", db)
+    assert status == 2 and "line 1: this is a 'ctxstore export'" in err, err
