@@ -11,6 +11,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
+from domain import errors
 from domain.policy import Policy
 from projections.rebuild import rebuild_and_compare
 from projections.runtime import Runtime
@@ -278,6 +281,18 @@ def test_explain_returns_the_whole_transition_history(store_url: str) -> None:
         assert out["current"]["reason"] == "untouched for 68.0 min > 60 min"
     finally:
         rt.close()
+
+
+def test_explain_refuses_a_node_of_an_unrelated_session(rt: Runtime) -> None:
+    """It answered 200 with an empty history, as if the node were in the session."""
+    sid, other = start(rt), start(rt)
+    own = add(rt, sid, "user", "mine")
+    foreign = add(rt, other, "user", "theirs")
+    with pytest.raises(errors.NodeNotFound):
+        rt.explain(sid, foreign)
+    assert rt.explain(sid, own)["current"]["state"] == "full"
+    branch, _ = rt.execute("branch", sid, own)
+    assert rt.explain(str(branch), own)["node_id"] == own  # a branch sees its source's nodes
 
 
 def test_a_rendered_commit_is_the_same_from_a_warm_and_a_cold_process(
