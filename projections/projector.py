@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from domain import events as ev
@@ -75,17 +75,22 @@ class Projector:
         A node of an unrelated session (a merge peer, an attach source) is
         looked up in that session, so callers pass the session that holds it.
         """
-        sid: str | None = session_id
-        for _ in range(len(self.dag.sessions) + 1):  # a branch chain has no cycles
-            if sid is None:
-                return None
+        for sid in self.lineage(session_id):
             found = self.latest_commit.get((sid, node_id))
             if found is not None:
                 return found
+        return None
+
+    def lineage(self, session_id: str) -> Iterator[str]:
+        """``session_id``, then the session it branched from, and so on up."""
+        sid: str | None = session_id
+        for _ in range(len(self.dag.sessions) + 1):  # a branch chain has no cycles
+            if sid is None:
+                return
+            yield sid
             session = self.dag.sessions.get(sid)
             branched = session.branched_from if session is not None else None
             sid = branched["session_id"] if branched else None
-        return None
 
     def take(self, commit_id: str | None, policy: Policy) -> WorkingContext:
         """The working context of ``commit_id`` to build on (taken from the cache)."""

@@ -110,20 +110,6 @@ def timeline_after(
     ], last
 
 
-def _on_branch_chain(projector: Projector, session: SessionRow, node_id: str) -> bool:
-    """Whether ``node_id`` belongs to ``session`` or to a session it branched from."""
-    owner = projector.dag.nodes[node_id].session_id
-    current: SessionRow | None = session
-    for _ in range(len(projector.dag.sessions) + 1):  # a branch chain has no cycles
-        if current is None:
-            return False
-        if current.session_id == owner:
-            return True
-        branched = current.branched_from
-        current = projector.dag.sessions.get(branched["session_id"]) if branched else None
-    return False
-
-
 def explain(projector: Projector, store: ProjectionStore, session_id: str,
             node_id: str) -> dict[str, Any]:  # fmt: skip
     session = session_row(projector, session_id)
@@ -144,7 +130,8 @@ def explain(projector: Projector, store: ProjectionStore, session_id: str,
             if item.source_node_id == node_id:
                 current = {"item_id": item.item_id, "state": item.state, "locked": item.locked,
                            "reason": item.reason, "tokens": item.tokens}  # fmt: skip
-    if not rows and current is None and not _on_branch_chain(projector, session, node_id):
+    owner = projector.dag.nodes[node_id].session_id
+    if not rows and current is None and owner not in projector.lineage(session.session_id):
         # Another session's node, never brought into this one by attach or merge.
         raise errors.NodeNotFound(f"node {node_id!r} is not part of session "
                                   f"{session.session_id}", node_id=node_id)  # fmt: skip
