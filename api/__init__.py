@@ -1,4 +1,4 @@
-"""HTTP API of ctxstore: thin Starlette handlers over ``projections.runtime.Runtime``."""
+"""HTTP API of ctxstore: thin Starlette handlers over ``service.runtime.Runtime``."""
 
 from api.app import create_app
 

@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from api import errors, openapi, routes_commands, routes_queries, sse
-from projections.runtime import Runtime
+from service.runtime import Runtime
 
 
 async def openapi_json(request: Request) -> Response:

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from api import schemas as s
 from api.openapi import Endpoint
-from projections.runtime import Runtime
+from service.runtime import Runtime
 
 
 def _runtime(request: Request) -> Runtime:

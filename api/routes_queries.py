@@ -12,8 +12,8 @@ from starlette.responses import JSONResponse, Response
 
 from api import schemas as s
 from api.openapi import Endpoint
-from projections.runtime import Runtime
-from scripts.event_json import event_to_json
+from service.event_json import event_to_json
+from service.runtime import Runtime
 
 
 def _runtime(request: Request) -> Runtime:

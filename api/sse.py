@@ -27,7 +27,7 @@ from starlette.responses import Response, StreamingResponse
 
 from api import schemas as s
 from api.openapi import Endpoint
-from projections.runtime import Runtime
+from service.runtime import Runtime
 
 log = logging.getLogger("ctxstore.api")
 

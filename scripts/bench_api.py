@@ -50,7 +50,7 @@ if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared_tiktoken.is_dir():
 
 def build_session(url: str, nodes: int) -> str:
     """A session of ``nodes`` nodes: user, assistant, tool, assistant, ..."""
-    from projections.runtime import Runtime
+    from service.runtime import Runtime
 
     runtime = Runtime(url)
     try:

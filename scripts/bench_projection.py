@@ -337,7 +337,7 @@ def rule_counts(store: Any) -> dict[str, int]:
 def bench_store(kind: str, sizes: list[int]) -> dict[str, Any]:
     from domain.tokens import count_tokens
     from projections.rebuild import rebuild
-    from projections.runtime import Runtime
+    from service.runtime import Runtime
 
     url, drop = STORES[kind]()
     rt = Runtime(url)

@@ -43,7 +43,7 @@ from domain.store_config import database_url, eventsourcing_env
 from domain.tokens import TokenizerUnavailable
 from projections.store import DATABASE_ERRORS, database_error_line
 from scripts import demo, transcript
-from scripts.event_json import export_line
+from service.event_json import export_line
 
 # Any other error a database reports (sqlite3's, SQLAlchemy's, eventsourcing's).
 STORE_ERRORS = (sqlite3.DatabaseError, sa_exc.DatabaseError, es_persistence.DatabaseError)
@@ -161,7 +161,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from projections.runtime import Runtime  # export and replay never load the projections
+    from service.runtime import Runtime  # export and replay never load the projections
 
     runtime = Runtime(_url(args))
     stopping: list[int] = []

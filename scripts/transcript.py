@@ -277,7 +277,7 @@ def import_file(url: str, path: str | Path) -> str:
     as the API would have compacted it, so the session's context is ready to
     serve (and to check) the moment the id is printed.
     """
-    from projections.runtime import Runtime  # the parser needs no projections
+    from service.runtime import Runtime  # the parser needs no projections
 
     steps = read(path)
     runtime = Runtime(url)

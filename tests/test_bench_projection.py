@@ -11,8 +11,8 @@ from sqlalchemy import select
 
 from projections import tables as t
 from projections.rebuild import rebuild
-from projections.runtime import Runtime
 from scripts import bench_projection as bench
+from service.runtime import Runtime
 
 
 def test_compute_bound_builds_the_commits_a_rebuild_stores(store_url: str) -> None:

@@ -259,7 +259,7 @@ def test_worker_waits_out_a_busy_database_instead_of_exiting(
 
     from sqlalchemy.exc import OperationalError
 
-    from projections.runtime import Runtime
+    from service.runtime import Runtime
 
     calls: list[int] = []
 
@@ -303,7 +303,7 @@ def test_import_compacts_the_head_as_the_api_would(
     capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
 ) -> None:
     """An import is one write, so the compaction each append would have run runs after it."""
-    from projections.runtime import Runtime
+    from service.runtime import Runtime
 
     words = " ".join(f"word{i}" for i in range(80))
     lines: list[object] = [{"type": "session", "model": "openai:gpt-4o", "context_window": 3000,

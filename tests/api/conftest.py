@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-import projections.runtime as runtime_module
+import service.runtime as runtime_module
 from api.app import create_app
 
 

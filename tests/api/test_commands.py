@@ -1,6 +1,6 @@
 """Every command route: what it stores, and every way it refuses.
 
-Runs against a real ``projections.runtime.Runtime`` on SQLite and on a fresh
+Runs against a real ``service.runtime.Runtime`` on SQLite and on a fresh
 PostgreSQL database (``store_url``).  A refusal must carry a clear error code
 AND leave the store untouched: the session's event count (from the replay
 feed) and the projections' tracking position (from /health) are compared

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-import projections.runtime as runtime_module
+import service.runtime as runtime_module
 from api.app import ENDPOINTS, create_app
 from domain.summarizer import OpenAICompatibleSummarizer
 

@@ -15,7 +15,7 @@ import pytest
 
 from domain import errors
 from domain.application import CtxStore
-from projections.runtime import Runtime
+from service.runtime import Runtime
 
 
 def test_an_id_used_by_another_session_is_refused_and_nothing_is_stored(

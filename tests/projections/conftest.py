@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from projections.runtime import Runtime
+from service.runtime import Runtime
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from domain import errors
-from projections.runtime import Runtime
+from service.runtime import Runtime
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 OPS = ("turn",) * 6 + ("user",) * 2 + ("tool",) * 2 + (

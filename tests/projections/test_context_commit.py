@@ -16,7 +16,7 @@ import pytest
 from domain import errors
 from domain.policy import Policy
 from projections.rebuild import rebuild_and_compare
-from projections.runtime import Runtime
+from service.runtime import Runtime
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MODEL = "openai:gpt-4o"

@@ -18,8 +18,8 @@ from sqlalchemy import func, select
 from projections import tables as t
 from projections.projector import Projector
 from projections.rebuild import digest, rebuild_and_compare
-from projections.runtime import Runtime
 from projections.store import ProjectionStore
+from service.runtime import Runtime
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -23,7 +23,7 @@ from domain.context import tightens
 from domain.policy import Policy
 from projections import tables as t
 from projections.rebuild import _plain, rebuild_and_compare
-from projections.runtime import Runtime
+from service.runtime import Runtime
 from tests.projections.random_sessions import STEPS, Driver, Step, fresh_store, rendered_bytes
 
 SHAPES = ("neutral", "openai", "anthropic")

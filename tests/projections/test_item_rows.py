@@ -14,7 +14,7 @@ from projections import tables as t
 from projections.item_rows import loaded_item, node_texts, stored_item
 from projections.migrate import downgrade, upgrade
 from projections.records import NodeRow
-from projections.runtime import Runtime
+from service.runtime import Runtime
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 ROLES = ("user", "assistant", "tool", "system", "summary", "marker")

@@ -7,7 +7,7 @@ with ``test_context_commit.py``).
 from __future__ import annotations
 
 from domain.context import tightens
-from projections.runtime import Runtime
+from service.runtime import Runtime
 from tests.projections.test_context_commit import add, at, by_id, ids, items, start
 
 

@@ -23,7 +23,7 @@ from domain.rules.summarize import with_item_ids
 from domain.summarizer import ExtractiveSummarizer
 from projections import queries as q
 from projections.rebuild import rebuild_and_compare
-from projections.runtime import Runtime
+from service.runtime import Runtime
 
 NODES = 10_000
 CHUNK = 100  # events per save, and nodes per catch-up

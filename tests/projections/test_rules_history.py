@@ -12,7 +12,7 @@ from typing import Any
 
 from domain.policy import Policy
 from projections.rebuild import rebuild_and_compare
-from projections.runtime import Runtime
+from service.runtime import Runtime
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TIGHT = Policy(tail_turns=1)

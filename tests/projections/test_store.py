@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from projections import tables as t
 from projections.rebuild import rebuild_and_compare
-from projections.runtime import Runtime
+from service.runtime import Runtime
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 AWKWARD = [

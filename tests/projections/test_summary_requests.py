@@ -21,7 +21,7 @@ from projections import tables as t
 from projections.migrate import alembic_config, upgrade
 from projections.rebuild import rebuild_and_compare
 from projections.records import dumps
-from projections.runtime import Runtime
+from service.runtime import Runtime
 
 T0 = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
 CAP = 300

@@ -8,7 +8,7 @@ from domain.node_text import node_texts
 from domain.tokens import ENCODING, count_tokens, node_token_counts
 from projections.context_commit import node_item
 from projections.records import NodeRow
-from projections.runtime import Runtime
+from service.runtime import Runtime
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
