@@ -79,16 +79,16 @@ def _json_bytes(content: Any) -> bytes:
 async def render(request: Request) -> Response:
     q = s.parse_query(request, s.RenderQuery)
     sid = request.path_params["sid"]
-    result = await _query(request, "rendered", sid, q.shape, q.commit)
+    result = await _query(request, "rendered", sid, q.shape, q.commit, q.cache)
     # A 1,000-node request is ~130 kB of JSON, and encoding it is most of the cost
     # of this route.  The runtime hands back the same (immutable) dict while its
     # own cache holds it, so the bytes are reused only for that very object.
-    cache: OrderedDict[tuple[str, str], tuple[Any, bytes]] | None = getattr(
+    cache: OrderedDict[tuple[str, str, bool], tuple[Any, bytes]] | None = getattr(
         request.app.state, "render_bytes", None
     )
     if cache is None:
         cache = request.app.state.render_bytes = OrderedDict()
-    key = (str(result.get("commit_id")), q.shape)
+    key = (str(result.get("commit_id")), q.shape, q.cache)
     hit = cache.get(key)
     if hit is not None and hit[0] is result:
         cache.move_to_end(key)

@@ -143,6 +143,11 @@ class EventsQuery(Query):
 class RenderQuery(Query):
     shape: Literal["neutral", "openai", "anthropic"] = "neutral"
     commit: str | None = None
+    cache: bool = Field(
+        False,
+        description="anthropic shape: add prompt-cache breakpoints "
+        "(cache_control) after the tools, the system prompt and the last message",
+    )
 
 
 class StreamQuery(Query):

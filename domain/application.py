@@ -216,7 +216,12 @@ class CtxStore(Application[UUID]):
             Session.Started,
             title=title if title is not None else f"{source.title} (branch)",
             model=source.model,
-            branched_from={"session_id": str(source.id), "node_id": node_id, "role": ref.role},
+            branched_from={
+                "session_id": str(source.id),
+                "node_id": node_id,
+                "role": ref.role,
+                "pinned": source.pins_on_chain(node_id),
+            },
             context_window=source.context_window,
             timestamp=at,
         )

@@ -17,9 +17,15 @@ ORD_STEP = 1024  # gaps between item positions so a summary can sit before its r
 
 
 def tightens(before: str, after: str) -> bool:
-    """True when ``after`` is the same as or tighter than ``before``."""
-    if before == "summary" or after == "summary":
-        return before == after
+    """True when ``after`` is the same as or tighter than ``before``.
+
+    A summary is its own state; the only way on from it is to be folded into a
+    higher-level summary (``summarized``), as any other item is.
+    """
+    if before == "summary":
+        return after in ("summary", "summarized")
+    if after == "summary":
+        return False
     return STATE_ORDER[after] >= STATE_ORDER[before]
 
 
@@ -44,6 +50,8 @@ class Item:
     is_anchor: bool = False
     attached_from: str | None = None
     truncated: bool = False
+    level: int = 0  # a summary's height: 1 over raw items, one more over each summary it folds
+    dedup_of: str | None = None  # rendered as a reference to this earlier, equal result
 
     # Every field is a scalar, so no deep copy is needed: ``asdict`` would
     # make one per call, and copies and JSON sit on the projection's hot path.

@@ -61,6 +61,11 @@ _VALID: dict[str, tuple[str, Any]] = {
     "output_reserve_fraction": _number(0, 1, closed_high=False),
     "output_reserve_max": _int(0),
     "summary_max_tokens": _optional_int(1),
+    "generation": ("1 or 2", lambda v: v in (1, 2) and not isinstance(v, bool)),
+    "batch_trigger": _number(0, 1, closed_high=False),
+    "clear_at_least": _int(0),
+    "dedup_tool_results": ("true or false", lambda v: isinstance(v, bool)),
+    "drop_summarized_tools": ("true or false", lambda v: isinstance(v, bool)),
     "extra": ("an object", lambda v: isinstance(v, dict)),
 }  # fmt: skip
 
@@ -82,6 +87,24 @@ class Policy:
     summary_max_tokens: int | None = 24_000
     output_reserve_fraction: float = 0.125
     output_reserve_max: int = 16_384
+    # Which rules run (see the README's "Rules" section).  Generation 2 keeps
+    # the window promise: summaries fold again, merges compact, attaches and
+    # merges bring in only what the target lacks, a deterministic fold stands
+    # in when no summary can be had.  Rules history recorded before it exists
+    # replays under generation 1, so commits saved then are rebuilt as they were.
+    generation: int = 2
+    # Cache-aware batching (generation 2): aging and idle clearing wait until
+    # history passes ``batch_trigger`` of its budget AND they would free at
+    # least ``clear_at_least`` tokens, then run all at once, so most requests
+    # only append to the one before.  Anything else that rewrites the prefix
+    # (a summary, a fold, a retry) takes the pending work along.  0 and 0: off.
+    batch_trigger: float = 0.6
+    clear_at_least: int = 2_048
+    # A tool result equal to an earlier visible one renders as a reference to it.
+    dedup_tool_results: bool = True
+    # Tool definitions stay listed (and budgeted) after every use of the tool is
+    # summarized, so the request's tools, its most stable prefix, never change.
+    drop_summarized_tools: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -97,6 +120,11 @@ class Policy:
                   if k not in ADDED_LATER or v != ADDED_LATER[k]}  # fmt: skip
         blob = json.dumps(values, sort_keys=True)
         return "r1-" + hashlib.sha256(blob.encode()).hexdigest()[:10]
+
+    @property
+    def batching(self) -> bool:
+        """Aging and clearing wait for a batch worth a cache miss."""
+        return self.generation >= 2 and (self.batch_trigger > 0 or self.clear_at_least > 0)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -140,6 +168,13 @@ class Policy:
 
 # Fields added after policies were first recorded, with the value under which
 # the rules behave as they did before the field existed.
-ADDED_LATER: dict[str, Any] = {"summary_max_tokens": None}
+ADDED_LATER: dict[str, Any] = {
+    "summary_max_tokens": None,
+    "generation": 1,
+    "batch_trigger": 0.0,
+    "clear_at_least": 0,
+    "dedup_tool_results": False,
+    "drop_summarized_tools": False,
+}
 
 DEFAULT_POLICY = Policy()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,10 +127,26 @@ class _Conversation:
         self.results = []
 
 
-def render_commit(commit: ContextCommit) -> Context:
+def listed_tools(items: Iterable[Item], drop_summarized: bool = False) -> list[str]:
+    """The tools a request lists, by their own names: one per tool the history used.
+
+    A tool whose every use is folded into a summary stays listed unless the
+    policy drops it (``Policy.drop_summarized_tools``): the tool list is the
+    most stable part of a request, and the agent may call the tool again.
+    The budget counts exactly these (``domain.pipeline``).
+    """
+    return sorted(
+        {
+            i.name or "tool"
+            for i in items
+            if i.role == "tool" and not (drop_summarized and i.state == "summarized")
+        }
+    )
+
+
+def render_commit(commit: ContextCommit, drop_summarized_tools: bool = False) -> Context:
     system_parts: list[str] = []
     conversation = _Conversation()
-    tool_names: set[str] = set()
     for item in sorted(commit.items, key=lambda i: i.ord):
         if item.state == "summarized":
             continue
@@ -137,26 +154,46 @@ def render_commit(commit: ContextCommit) -> Context:
             if item.rendered.strip():
                 system_parts.append(item.rendered)
         elif item.role == "tool":
-            tool_names.add(tool_name(item.name))
             conversation.tool(item)
         elif item.role == "assistant" or item.role == "summary":
             conversation.say("assistant", item.rendered)
         else:  # user messages and attach markers
             conversation.say("user", item.rendered)
     conversation.flush()
-    tools = [{"name": name} for name in sorted(tool_names)]
+    names = sorted({tool_name(n) for n in listed_tools(commit.items, drop_summarized_tools)})
+    tools = [{"name": name} for name in names]
     return Context("\n\n".join(system_parts), conversation.messages, tools)
 
 
-def to_anthropic(ctx: Context, model: str) -> dict[str, Any]:
-    """Empty ``system`` and ``tools`` are left out rather than sent empty."""
+CACHE_CONTROL = {"type": "ephemeral"}
+
+
+def to_anthropic(ctx: Context, model: str, cache: bool = False) -> dict[str, Any]:
+    """Empty ``system`` and ``tools`` are left out rather than sent empty.
+
+    ``cache`` adds prompt-cache breakpoints where the prefix stays put: after
+    the tool definitions, after the system prompt, and at the end of the
+    last message (the next request, if it only appends, reads all of it from
+    the cache).  Three of Anthropic's four allowed breakpoints.
+    """
     request: dict[str, Any] = {"model": model.split(":", 1)[-1]}
     if ctx.system:
-        request["system"] = ctx.system
-    request["messages"] = ctx.messages
+        system: Any = ctx.system
+        if cache:
+            system = [{"type": "text", "text": ctx.system, "cache_control": CACHE_CONTROL}]
+        request["system"] = system
+    messages = ctx.messages
+    if cache and messages:
+        messages = [*messages[:-1], dict(messages[-1])]
+        blocks = [dict(b) for b in messages[-1]["content"]]
+        blocks[-1]["cache_control"] = CACHE_CONTROL
+        messages[-1]["content"] = blocks
+    request["messages"] = messages
     if ctx.tools:
-        request["tools"] = [{"name": t["name"], "input_schema": {"type": "object"}}
-                            for t in ctx.tools]  # fmt: skip
+        tools = [{"name": t["name"], "input_schema": {"type": "object"}} for t in ctx.tools]
+        if cache:
+            tools[-1]["cache_control"] = CACHE_CONTROL
+        request["tools"] = tools
     return request
 
 
@@ -195,12 +232,13 @@ def to_openai(ctx: Context, model: str) -> dict[str, Any]:
 SHAPES = ("neutral", "openai", "anthropic")
 
 
-def render_shape(commit: ContextCommit, shape: str, model: str) -> dict[str, Any]:
-    ctx = render_commit(commit)
+def render_shape(commit: ContextCommit, shape: str, model: str, cache: bool = False,
+                 drop_summarized_tools: bool = False) -> dict[str, Any]:  # fmt: skip
+    ctx = render_commit(commit, drop_summarized_tools)
     if shape == "neutral":
         return ctx.to_json()
     if shape == "openai":
         return to_openai(ctx, model)
     if shape == "anthropic":
-        return to_anthropic(ctx, model)
+        return to_anthropic(ctx, model, cache)
     raise ValueError(f"unknown shape {shape!r}: use one of {', '.join(SHAPES)}")

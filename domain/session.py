@@ -83,7 +83,8 @@ class Session(ContextCommands, Aggregate):
         self.next_seq = 1
         self.head: str | None = branched_from["node_id"] if branched_from else None
         self.running: str | None = None
-        self.pinned: list[str] = []
+        # A branch keeps the pins its source had on the chain it branched from.
+        self.pinned: list[str] = list(branched_from.get("pinned", [])) if branched_from else []
 
     def collect_events(self) -> Sequence[Any]:
         """The new events, then a claim of each new node's id (``domain.node_claim``).
@@ -113,6 +114,23 @@ class Session(ContextCommands, Aggregate):
         if node_id in self.nodes:
             return True
         return bool(self.branched_from and node_id == self.branched_from["node_id"])
+
+    def pins_on_chain(self, node_id: str) -> list[str]:
+        """The pins a branch made at ``node_id`` inherits: those on the chain it sees.
+
+        That is the node's ancestors, the tool calls of the assistants among
+        them, and pins this session itself inherited (which lie further up).
+        """
+        chain: set[str] = set()
+        cursor: str | None = node_id
+        while cursor is not None and cursor in self.nodes and cursor not in chain:
+            chain.add(cursor)
+            cursor = self.nodes[cursor]["parent"]
+        return [
+            pin for pin in self.pinned
+            if pin not in self.nodes or pin in chain or self.nodes[pin]["parent"] in chain
+            and self.nodes[pin]["edge"] == "caller"
+        ]  # fmt: skip
 
     def siblings(self, node_id: str) -> list[str]:
         """Versions of a node: same parent and same slot, in seq order."""
@@ -328,7 +346,8 @@ class Session(ContextCommands, Aggregate):
             self.trigger_event(NodePinned, node_id=node_id, timestamp=at)
 
     def unpin(self, node_id: str, at: datetime | None = None) -> None:
-        self.node(node_id)
+        if node_id not in self.pinned:  # a pin a branch inherited names a node further up
+            self.node(node_id)
         if node_id in self.pinned:
             self.trigger_event(NodeUnpinned, node_id=node_id, timestamp=at)
 

@@ -17,11 +17,23 @@ from typing import Any
 
 from domain.context import ORD_STEP, STATES, Item, Transition, tightens
 from domain.policy import Policy
+from domain.tokens import item_tokens
 
 
-def never_folds(item: Item) -> bool:
-    """An unattached summary or anchor: it can never be folded, now or later."""
-    return item.attached_from is None and (item.state == "summary" or item.is_anchor)
+def never_folds(item: Item, generation: int = 2) -> bool:
+    """An unattached anchor (or, before generation 2, summary): never folded, now or later.
+
+    Generation 2 folds summaries into higher-level ones, so that a long
+    session's summaries cannot pile up past the window on their own.
+    """
+    if item.attached_from is not None:
+        return False
+    return item.is_anchor or (generation < 2 and item.state == "summary")
+
+
+def result_key(item: Item) -> str:
+    """What makes two tool results the same for deduplication."""
+    return f"{item.name or ''}\x00{item.rendered}"
 
 
 @dataclass
@@ -49,21 +61,41 @@ class WorkingContext:
     # The last summary request's scan, reusable while nothing it read changed
     # (``domain.rules.summarize``); only ever a cache, never a fact.
     request_memo: Any = None
+    # Tool items the tail boundary has passed that are still full: aging waits
+    # for a batch of them (generation 2 batching).  Filtered when used.
+    pending_aging: dict[str, None] = field(default_factory=dict)
+    # source node id -> how many items hold it (attach and merge bring in only
+    # what the target lacks)
+    sources: dict[str, int] = field(default_factory=dict)
+    results: dict[str, str] = field(default_factory=dict)  # result_key -> the item first seen
+    dedups: dict[str, list[str]] = field(default_factory=dict)  # original -> items that refer to it
+    # Per step only (cleared by ``end_step``): items no rule may change in this
+    # commit (a merge's base block), items added by it, and whether anything
+    # already in the prefix changed (which makes batched work free to run).
+    frozen: set[str] = field(default_factory=set)
+    fresh: set[str] = field(default_factory=set)
+    prefix_changed: bool = False
+    step_key: str = ""  # names what this step creates (the commit id)
+    folds: int = 0  # folds the window guard made in this step
 
     @classmethod
     def from_items(cls, policy: Policy, items: list[Item]) -> WorkingContext:
         ctx = cls(policy)
         for item in sorted(items, key=lambda i: i.ord):
             ctx._index(item)
-        boundary = ctx.tail_boundary()
-        ctx.aged_upto = boundary if boundary is not None else -1
+        # Tool aging looks at every tool item before the boundary once more,
+        # as a context kept warm since the session began would have: starting
+        # from today's boundary instead skipped the tools a lowered
+        # ``tail_turns`` left behind, so a restarted process and a rebuild
+        # aged different items.
+        ctx.aged_upto = -1
         return ctx
 
     # ----------------------------------------------------------- indexing
 
     def _index(self, item: Item) -> None:
         self.items[item.item_id] = item
-        if item.ord < self.fold_floor and not never_folds(item):
+        if item.ord < self.fold_floor and not never_folds(item, self.policy.generation):
             self.fold_floor = item.ord
         self.by_ord[item.ord] = item.item_id
         if not self.order or item.ord > self.order[-1]:
@@ -96,6 +128,26 @@ class WorkingContext:
             self.tool_names[name] = self.tool_names.get(name, 0) + 1
         if item.attached_from:
             self.attached.add(item.attached_from)
+        if item.source_node_id is not None:
+            self.sources[item.source_node_id] = self.sources.get(item.source_node_id, 0) + 1
+        if item.dedup_of is not None:
+            self.dedups.setdefault(item.dedup_of, []).append(item.item_id)
+        elif item.role == "tool" and item.state == "full" and item.has_result:
+            self.results.setdefault(result_key(item), item.item_id)
+
+    def holds(self, source_node_id: str | None) -> bool:
+        """Whether some item here (in any state) already stands for that node."""
+        return source_node_id is not None and source_node_id in self.sources
+
+    def locked(self, item: Item) -> bool:
+        """Pinned, or frozen for this commit: no rule may change it."""
+        return item.locked or item.item_id in self.frozen
+
+    def end_step(self) -> None:
+        self.frozen.clear()
+        self.fresh.clear()
+        self.prefix_changed = False
+        self.folds = 0
 
     def next_ord(self) -> int:
         return (self.order[-1] // ORD_STEP + 1) * ORD_STEP if self.order else ORD_STEP
@@ -105,9 +157,11 @@ class WorkingContext:
             raise ValueError(f"duplicate item {item.item_id}")
         self._index(item)
         self.changed.add(item.item_id)
+        self.fresh.add(item.item_id)
 
     def remove(self, item_id: str) -> None:
         """Drop an item a newer tool retry superseded (not a state change)."""
+        self._release(self.items[item_id])
         item = self.items.pop(item_id)
         self.order.remove(item.ord)
         del self.by_ord[item.ord]
@@ -126,11 +180,26 @@ class WorkingContext:
             if not self.tool_names[name]:
                 del self.tool_names[name]
         self.pin_locked.discard(item_id)
+        self.pending_aging.pop(item_id, None)
+        if item.source_node_id is not None:
+            self.sources[item.source_node_id] -= 1
+            if not self.sources[item.source_node_id]:
+                del self.sources[item.source_node_id]
+        self._forget_result(item)
+        if item.dedup_of is not None and item.dedup_of in self.dedups:
+            self.dedups[item.dedup_of].remove(item_id)
+        if item_id not in self.fresh:
+            self.prefix_changed = True
         if self.first_user == item_id:
             users = [i for i in self.ordered() if i.role == "user" and i.attached_from is None]
             self.first_user = users[0].item_id if users else None
         self.changed.discard(item_id)
         self.removed.add(item_id)
+
+    def _forget_result(self, item: Item) -> None:
+        """``item`` no longer shows its full result: it can no longer be referred to."""
+        if item.role == "tool" and self.results.get(result_key(item)) == item.item_id:
+            del self.results[result_key(item)]
 
     def _hide(self, ord_: int) -> None:
         index = bisect.bisect_left(self.visible_ords, ord_)
@@ -168,7 +237,8 @@ class WorkingContext:
         """
         ords = self.visible_ords
         index = bisect.bisect_left(ords, self.fold_floor)
-        while index < len(ords) and never_folds(self.items[self.by_ord[ords[index]]]):
+        generation = self.policy.generation
+        while index < len(ords) and never_folds(self.items[self.by_ord[ords[index]]], generation):
             index += 1
         self.fold_floor = ords[index] if index < len(ords) else (ords[-1] + 1 if ords else -1)
         return index
@@ -189,6 +259,8 @@ class WorkingContext:
         return len(self.assistant_ords) - bisect.bisect_right(self.assistant_ords, ord_)
 
     def retoken(self, item: Item, tokens: int) -> None:
+        if item.item_id not in self.fresh:
+            self.prefix_changed = True
         if item.state != "summarized":
             self.total_tokens += tokens - item.tokens
             if item.role == "system":
@@ -196,12 +268,50 @@ class WorkingContext:
         item.tokens = tokens
         self.changed.add(item.item_id)
 
+    def rewrite(self, item: Item, rendered: str, call: str | None) -> None:
+        """The one way a rule changes what an item shows (its state changes apart)."""
+        self._release(item)
+        self._forget_result(item)
+        item.rendered, item.call = rendered, call
+        self.retoken(item, item_tokens(rendered, call, item.name))
+
+    def refer(self, item: Item, original: Item, rendered: str) -> None:
+        """Show a fresh ``item`` as a reference to ``original``'s equal result."""
+        item.rendered, item.dedup_of = rendered, original.item_id
+        self.retoken(item, item_tokens(rendered, item.call, item.name))
+        self.dedups.setdefault(original.item_id, []).append(item.item_id)
+
+    def _release(self, original: Item) -> None:
+        """Items shown as references to ``original`` get its result back before it changes."""
+        for item_id in self.dedups.pop(original.item_id, []):
+            item = self.items.get(item_id)
+            if item is None or item.dedup_of != original.item_id:
+                continue
+            item.dedup_of = None
+            if item.state != "full":
+                continue
+            item.rendered = original.rendered
+            self.retoken(item, item_tokens(item.rendered, item.call, item.name))
+            self.results.setdefault(result_key(item), item.item_id)
+            self.audit(
+                item,
+                "full",
+                "full",
+                "dedup",
+                f"{original.item_id} no longer shows this result in full: shown again",
+            )
+
     def set_state(self, item: Item, to_state: str, rule: str, inputs: str) -> None:
         """The one way an item's state changes: tighten-only, audited."""
-        if item.locked:
+        if self.locked(item):
             raise AssertionError(f"rule {rule} tried to change locked item {item.item_id}")
         if not tightens(item.state, to_state):
             raise AssertionError(f"{rule}: {item.state} -> {to_state} would loosen")
+        if item.item_id not in self.fresh:
+            self.prefix_changed = True
+        if to_state != "full":
+            self._release(item)
+            self._forget_result(item)
         before = item.state
         self.state_counts[before] -= 1
         self.state_counts[to_state] = self.state_counts.get(to_state, 0) + 1

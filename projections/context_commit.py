@@ -1,10 +1,12 @@
-"""Building a ContextCommit: base commit + new items + the rule pipeline.
+"""Building a ContextCommit: base commit + one pipeline step, shaped into rows.
 
 For a head we take the nearest commit on its ancestor chain (in the common
-case the commit just built for the previous node, still warm in memory),
-add the nodes that are new under this head as ``full`` items, and run the
-rules.  The cost is proportional to the new nodes and to the items the rules
-actually touch, not to the history.
+case the commit just built for the previous node, still warm in memory) and
+run one step of the rule pipeline (``domain.pipeline``) on it; what comes
+out is stored as a delta of the items that changed, or as a checkpoint.
+The cost is proportional to the new nodes and to the items the rules
+actually touch, not to the history.  Nothing here decides what a commit
+holds: that is the pipeline's.
 """
 
 from __future__ import annotations
@@ -14,16 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from domain.budget import Budget
-from domain.catalogue import window_for
-from domain.context import Item
+from domain.pipeline import apply_step
 from domain.policy import Policy
-from domain.rules.emergency import emergency_clear
-from domain.rules.idle_clearing import clear_idle
-from domain.rules.summarize import as_range, summary_request
-from domain.rules.tool_aging import age_one, age_tools
-from domain.rules.truncation import cap_item
-from domain.tokens import count_tokens, node_item_tokens
+from domain.rules.summarize import as_range
 from domain.working_context import WorkingContext
 from projections.item_rows import TextsOf, node_texts, stored_item
 from projections.records import CommitMeta, EventInfo, NodeRow, SessionRow, dumps
@@ -40,83 +35,6 @@ def rules_version(policy: Policy) -> str:
             _VERSIONS.clear()
         cached = _VERSIONS[id(policy)] = (policy, policy.rules_version)  # keeps the id alive
     return cached[1]
-
-
-def node_item(node: NodeRow, ord_: int, pinned: bool, first_user: bool) -> Item:
-    """A node as a fresh ``full`` item (structural nodes have no item)."""
-    rendered, call = node_texts(node)
-    if node.role == "tool":
-        output = node.output
-        is_error = bool(node.meta.get("is_error")) or (
-            isinstance(output, dict) and "error" in output
-        )
-        return Item(
-            item_id=node.node_id, source_node_id=node.node_id, role="tool", state="full",
-            rendered=rendered, ord=ord_, touched_at=node.created_at, name=node.name, call=call,
-            tokens=node_item_tokens(node.token_counts, rendered, call, node.name),
-            has_result=output is not None, is_error=is_error, locked=pinned,
-        )  # fmt: skip
-    return Item(
-        item_id=node.node_id, source_node_id=node.node_id, role=node.role, state="full",
-        rendered=rendered, tokens=node_item_tokens(node.token_counts, rendered, None, None),
-        ord=ord_, touched_at=node.created_at, name=node.name, locked=pinned,
-        is_anchor=node.role == "system" or (node.role == "user" and first_user),
-    )  # fmt: skip
-
-
-def has_user(ctx: WorkingContext) -> bool:
-    return ctx.first_user is not None
-
-
-def add_node_items(ctx: WorkingContext, new_nodes: list[NodeRow], pinned: set[str]) -> None:
-    for node in new_nodes:
-        if node.role in ("attach", "merge"):
-            continue
-        item = node_item(node, ctx.next_ord(), node.node_id in pinned, not has_user(ctx))
-        cut = cap_item(item, ctx.policy)  # before add, so the total counts the capped text
-        ctx.add(item)
-        if cut:
-            ctx.audit(item, "full", "full", "per_item_cap", cut)
-
-
-def touch_reads(ctx: WorkingContext, new_nodes: list[NodeRow]) -> None:
-    for node in new_nodes:
-        for read in node.reads:
-            item = ctx.items.get(read)
-            if item is not None:
-                ctx.touch(item, node.created_at)
-
-
-def sync_pins(ctx: WorkingContext, pinned: set[str]) -> None:
-    """Locks follow the session's pins; an unpinned tool may now be due for aging."""
-    for item_id in list(ctx.pin_locked - pinned):
-        item = ctx.items.get(item_id)
-        if item is not None:
-            ctx.set_locked(item, False)
-            age_one(ctx, item)
-    for item_id in pinned - ctx.pin_locked:
-        item = ctx.items.get(item_id)
-        if item is not None and not item.locked:
-            ctx.set_locked(item, True)
-
-
-def tool_tokens(ctx: WorkingContext) -> int:
-    """Tool definitions as the render step lists them (one per distinct tool)."""
-    return sum(count_tokens(name) + 8 for name in ctx.tool_names)
-
-
-def budget_of(ctx: WorkingContext, session: SessionRow, policy: Policy) -> Budget:
-    window, _ = window_for(session.model, session.context_window)
-    return Budget.split(window, ctx.system_tokens, tool_tokens(ctx), policy)
-
-
-def run_rules(ctx: WorkingContext, session: SessionRow, now: float) -> dict[str, Any] | None:
-    """The pipeline, in order; returns the summary request, if any."""
-    age_tools(ctx)
-    clear_idle(ctx, now)
-    budget = budget_of(ctx, session, ctx.policy)
-    emergency_clear(ctx, budget)
-    return summary_request(ctx, budget)
 
 
 def commit_id_for(event_id: str, head: str) -> str:
@@ -145,22 +63,12 @@ def build(
     extra: Callable[[WorkingContext], None] | None = None,
 ) -> BuiltCommit:
     """Apply one step to ``ctx`` (owned by the caller) and describe the new commit."""
-    pinned = set(session.pinned)
-    for item_id in removes:
-        ctx.remove(item_id)
-    add_node_items(ctx, new_nodes, pinned)
-    if extra is not None:
-        # The base may predate a pin (a checkout back to an older head): locks
-        # must be current before a summary folds or a merge adopts anything.
-        sync_pins(ctx, pinned)
-        extra(ctx)
-    touch_reads(ctx, new_nodes)
-    sync_pins(ctx, pinned)
-    request = run_rules(ctx, session, event.at)
-    if request is not None:
-        request = as_range(request)
-
     commit_id = commit_id_for(event.event_id, head)
+    ctx.step_key = commit_id
+    result = apply_step(ctx, session=session, new_nodes=new_nodes, texts=node_texts,
+                        now=event.at, removes=removes, extra=extra)  # fmt: skip
+    request = as_range(result.summary_request) if result.summary_request else None
+
     version = rules_version(ctx.policy)
     items = ctx.items
     upserts = [stored_item(items[i], texts_of) for i in sorted(ctx.changed) if i in items]
@@ -185,6 +93,7 @@ def build(
         "items": dumps(payload if is_checkpoint else delta),
         "summary_request": dumps(request) if request else None,
         "counts": dumps(counts), "notification_id": event.notification_id,
+        "over_window": dumps(result.over_window) if result.over_window else None,
     }  # fmt: skip
     transitions = [
         {
@@ -206,6 +115,8 @@ def build(
     ctx.transitions.clear()
     ctx.changed.clear()
     ctx.removed.clear()
+    ctx.end_step()
     meta = CommitMeta(commit_id, session.session_id, parent_ids, head, checkpoint, count,
-                      event.notification_id, request, ctx.total_tokens)  # fmt: skip
+                      event.notification_id, request, ctx.total_tokens,
+                      result.over_window, version)  # fmt: skip
     return BuiltCommit(row, transitions, ctx, meta)

@@ -3,8 +3,17 @@
 An attach copies the source commit's visible items once per source (the
 dedup key is ``session:head``), between open and close markers, so the
 model can tell staged context from its own conversation.  A merge adds the
-peers' items that the base does not already hold and locks the base peer's
-block, which is the only way a commit gets several parents.
+peers' items that the base does not already hold; it is the only way a
+commit gets several parents.
+
+Generation 2 (see the README's "Merge and attach"): an attach or a merge
+brings in only what the target lacks: an item whose source node the target
+already holds, in whatever state, is shared history and is not copied
+again, nor a summary of nothing but such items.  A merge freezes the base
+peer's block for the merge commit only (``WorkingContext.frozen``): that
+commit shows the base as it stood plus what the peers add, and from the
+next commit on, the merged context ages, clears and folds like any other.
+Before generation 2 the base block stayed locked for good.
 """
 
 from __future__ import annotations
@@ -41,6 +50,27 @@ def _copy(item: Item, item_id: str, ord_: int, attached_from: str | None) -> Ite
     return copy
 
 
+def _shared(ctx: WorkingContext, item: Item, items: list[Item]) -> bool:
+    """Whether the target already holds ``item``: the same node, or a summary of only such."""
+    if ctx.holds(item.source_node_id) or item.item_id in ctx.items:
+        return True
+    if item.state != "summary":
+        return False
+    covered = [i for i in items if i.merged_into == item.item_id]
+    return bool(covered) and all(_shared(ctx, i, items) for i in covered)
+
+
+def _shown_in_full(item: Item, by_id: dict[str, Item]) -> Item:
+    """``item`` itself, or a copy showing its result where it only referred to another."""
+    original = by_id.get(item.dedup_of) if item.dedup_of else None
+    if original is None:
+        return item
+    full = item.copy()
+    full.rendered, full.dedup_of = original.rendered, None
+    full.tokens = item_tokens(full.rendered, full.call, full.name)
+    return full
+
+
 def expand_attach(projector: Projector, ctx: WorkingContext, node: NodeRow) -> None:
     source = node.meta["source_session"]
     head = node.meta["source_head"]
@@ -59,11 +89,16 @@ def expand_attach(projector: Projector, ctx: WorkingContext, node: NodeRow) -> N
             touched_at=at, attached_from=key,
         ))  # fmt: skip
         return
+    items = projector.items_of(commit_id)
+    copies = [i for i in items if i.state != "summarized" and i.role != "marker"]
+    if ctx.policy.generation >= 2:
+        by_id = {i.item_id: i for i in items}
+        copies = [_shown_in_full(i, by_id) for i in copies if not _shared(ctx, i, items)]
+        if not copies:
+            return  # everything the source shows, the target holds already
     ctx.add(_marker(node, "open", f"[Attached context from session {source}, head {head}]",
                     key, at, ctx.next_ord()))  # fmt: skip
-    for item in projector.items_of(commit_id):
-        if item.state == "summarized" or item.role == "marker":
-            continue
+    for item in copies:
         ctx.add(_copy(item, f"{node.node_id}:{item.item_id}", ctx.next_ord(), key))
     ctx.add(_marker(node, "close", "[End of attached context]", key, at, ctx.next_ord()))
 
@@ -82,9 +117,9 @@ def _adopt_tighter(ctx: WorkingContext, peers: list[tuple[str, list[Item]]]) -> 
                     or mine.state not in STATE_ORDER
                     or STATE_ORDER[item.state] <= STATE_ORDER[mine.state]):  # fmt: skip
                 continue
-            mine.rendered, mine.call = item.rendered, item.call
-            mine.merged_into = item.merged_into
+            ctx.rewrite(mine, item.rendered, item.call)
             ctx.retoken(mine, item.tokens)
+            mine.merged_into = item.merged_into
             ctx.set_state(mine, item.state, "merge", f"peer commit {commit_id} holds it "
                           f"{item.state}")  # fmt: skip
 
@@ -92,21 +127,36 @@ def _adopt_tighter(ctx: WorkingContext, peers: list[tuple[str, list[Item]]]) -> 
 def merge_peers(projector: Projector, ctx: WorkingContext, peer_commits: list[str]) -> None:
     peers = [(commit_id, projector.items_of(commit_id)) for commit_id in peer_commits]
     _adopt_tighter(ctx, peers)
+    v2 = ctx.policy.generation >= 2
     owners: dict[str, str] = {}  # attach source -> the expansion staged under this head
     for item in ctx.ordered():
-        if not item.base_locked:
+        if v2:
+            ctx.frozen.add(item.item_id)
+        elif not item.base_locked:
             item.base_locked = True
             ctx.set_locked(item, True)
         if item.attached_from:
             owners.setdefault(item.attached_from, _expansion(item))
     for _, items in peers:
-        for item in items:
-            if item.item_id in ctx.items:
-                continue
+        by_id = {i.item_id: i for i in items}
+        chosen = [i for i in items if i.item_id not in ctx.items and not (
+            v2 and (ctx.holds(i.source_node_id) or i.state == "summary"))]  # fmt: skip
+        if v2:  # a peer's summary comes along only if it stands for something here
+            wanted = {i.merged_into for i in [*ctx.items.values(), *chosen] if i.merged_into}
+            keep = {i.item_id for i in chosen} | {i.item_id for i in items if i.state == "summary"
+                                                  and i.item_id in wanted
+                                                  and i.item_id not in ctx.items}  # fmt: skip
+            chosen = [i for i in items if i.item_id in keep]
+        for item in chosen:
             if item.attached_from:  # a source the base (or an earlier peer) staged: once
                 owner = owners.setdefault(item.attached_from, _expansion(item))
                 if owner != _expansion(item):
                     continue
-            peer = _copy(item, item.item_id, ctx.next_ord(), item.attached_from)
+            shown = item
+            if v2 and item.dedup_of:
+                original = ctx.items.get(item.dedup_of)
+                if original is None or original.state != "full" or original.dedup_of:
+                    shown = _shown_in_full(item, by_id)  # the reference would point nowhere
+            peer = _copy(shown, item.item_id, ctx.next_ord(), item.attached_from)
             peer.merged_into = item.merged_into
             ctx.add(peer)

@@ -48,6 +48,13 @@ class Processor:
             self.starts = [start for start, _ in history]
             self.policies = [p for _, p in history]
 
+    def policy_of(self, rules_version: str) -> Policy:
+        """The policy a commit was made under, by its ``rules_version`` (else the newest)."""
+        for policy in reversed(self.policies):
+            if policy.rules_version == rules_version:
+                return policy
+        return self.policies[-1]
+
     def policy_at(self, notification_id: int) -> Policy:
         index = bisect.bisect_right(self.starts, notification_id) - 1
         return self.policies[max(index, 0)]

@@ -141,7 +141,8 @@ class Projector:
         branched = event.branched_from
         session = SessionRow(
             info.session_id, event.title, event.model, event.context_window,
-            branched["node_id"] if branched else None, None, [],
+            branched["node_id"] if branched else None, None,
+            sorted(branched.get("pinned", [])) if branched else [],
             {"session_id": branched["session_id"], "node_id": branched["node_id"]}
             if branched else None,
             info.seq, info.at, info.notification_id, info.notification_id,
@@ -341,6 +342,8 @@ def meta_of(row: dict[str, Any]) -> CommitMeta:
         row["notification_id"],
         json.loads(row["summary_request"]) if row["summary_request"] else None,
         row["total_tokens"],
+        json.loads(row["over_window"]) if row.get("over_window") else None,
+        row["rules_version"],
     )  # fmt: skip
 
 

@@ -7,17 +7,17 @@ caller) and the projection tables; none of them writes or decides anything.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
 
 from domain import errors
-from domain.budget import Budget
 from domain.catalogue import window_for
 from domain.context import ContextCommit
+from domain.pipeline import measure
 from domain.policy import Policy
 from domain.rules.summarize import with_item_ids
-from domain.tokens import count_tokens
 from projections import tables as t
 from projections.projector import Projector
 from projections.records import SessionRow
@@ -170,25 +170,28 @@ def dag(projector: Projector, session_id: str) -> dict[str, Any]:
             "pinned": session.pinned, "nodes": out}  # fmt: skip
 
 
-def budget(projector: Projector, store: ProjectionStore, session_id: str,
-           policy: Policy) -> dict[str, Any]:  # fmt: skip
+def budget(projector: Projector, session_id: str,
+           policy_of: Callable[[str], Policy]) -> dict[str, Any]:  # fmt: skip
+    """The head commit's budget, counted by the same function the rules count with."""
     session = session_row(projector, session_id)
     window, source = window_for(session.model, session.context_window)
     commit_id = head_commit_id(projector, session)
+    meta = projector.commits[commit_id] if commit_id else None
     items = projector.items_of(commit_id) if commit_id else []
-    visible = [i for i in items if i.state != "summarized"]
-    system = sum(i.tokens for i in visible if i.role == "system")
-    tool_names = sorted({i.name or "tool" for i in visible if i.role == "tool"})
-    tools = sum(count_tokens(name) + 8 for name in tool_names)
-    history = sum(i.tokens for i in visible if i.role != "system")
-    split = Budget.split(window, system, tools, policy)
+    policy = policy_of(meta.rules_version) if meta else policy_of("")
+    split, used = measure(items, session, policy)
+    over = meta.over_window if meta else None
+    limit = split.window - split.output_reserve
     return {
         "window": window, "window_source": source, "system": split.system,
         "tools": split.tools, "output_reserve": split.output_reserve,
         "history": split.history, "compact_at": split.compact_at,
-        "emergency_at": split.emergency_at,
-        "used": {"system": system, "tools": tools, "history": history},
-        "status": split.status(history), "model": session.model,
+        "emergency_at": split.emergency_at, "used": used,
+        "status": split.status(used["history"]), "model": session.model,
+        "limit": limit, "request_tokens": used["system"] + used["tools"] + used["history"],
+        "over_window": bool(over), "shortfall": over["shortfall"] if over else 0,
+        "over_window_reason": over["reason"] if over else None,
+        "commit_id": commit_id,
     }  # fmt: skip
 
 

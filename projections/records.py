@@ -107,6 +107,8 @@ class CommitMeta:
     notification_id: int
     summary_request: dict[str, Any] | None = None
     total_tokens: int = 0
+    over_window: dict[str, Any] | None = None
+    rules_version: str = ""
 
 
 @dataclass

@@ -97,6 +97,7 @@ commits = Table(
     Column("summary_request", Text),
     Column("counts", Text, nullable=False),
     Column("notification_id", BigInteger, nullable=False),
+    Column("over_window", Text),  # JSON: the window guard's shortfall, when it could not fit
     Index("ix_ctx_commits_checkpoint", "checkpoint_id"),
     Index("ix_ctx_commits_session", "session_id", "notification_id"),
 )

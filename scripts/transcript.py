@@ -235,20 +235,43 @@ def _commands(agg: Session) -> dict[str, Callable[[JSON, datetime], Any]]:
     }
 
 
-def import_transcript(app: CtxStore, steps: list[Step]) -> UUID:
+# Each line type as the CtxStore command the API runs for it (which decides compaction).
+COMMAND_OF = {
+    "node": "append_node",
+    "retry": "add_sibling",
+    "edit": "add_sibling",
+    "checkout": "checkout",
+    "pin": "pin",
+    "unpin": "unpin",
+    "usage": "measure_usage",
+    "run_start": "start_run",
+    "run_finish": "finish_run",
+    "model": "switch_model",
+}
+
+
+def import_transcript(
+    app: CtxStore, steps: list[Step], after: Callable[[Session, str], None] | None = None
+) -> UUID:
     """Run the steps as commands on a new session, saved in one write; its id.
 
+    ``after`` runs after each line's command, with the command's name: the
+    importer compacts there, as the API compacts after each request.
     Nothing is stored unless every line is.
     """
     head, *rest = steps
 
     def build(agg: Session) -> None:
         commands = _commands(agg)
+        if after is not None:
+            after(agg, "start_session")
         for step in rest:
             try:
                 commands[step.type](step.fields, step.at)
             except DomainError as exc:
                 raise _at_line(exc, step.line) from None
+            if after is not None:
+                after(agg, COMMAND_OF[step.type])
 
     try:
         sid, _ = app.import_session(head.fields.get("title") or "", head.fields["model"],
@@ -273,18 +296,23 @@ def _at_line(exc: DomainError, line: int) -> DomainError:
 def import_file(url: str, path: str | Path) -> str:
     """Import a transcript file into the store at ``url``; the new session's id.
 
-    The projections catch up before this returns, and the head is compacted
-    as the API would have compacted it, so the session's context is ready to
-    serve (and to check) the moment the id is printed.
+    The session comes out as if its lines had been posted to the API one by
+    one: compacted after each line the API compacts after, with the same
+    summarizer, all in the one write (``service.memory_projection``).  The
+    projections catch up before this returns, so the session is ready to
+    serve the moment the id is printed.
     """
-    from service.runtime import Runtime  # the parser needs no projections
+    from service.memory_projection import ImportCompactor  # the parser needs no projections
+    from service.runtime import Runtime
 
     steps = read(path)
     runtime = Runtime(url)
     try:
-        sid = import_transcript(runtime.app, steps)
+        position = (runtime.app.recorder.max_notification_id() or 0) + 1
+        compactor = ImportCompactor(runtime.processor.policy_at(position), runtime.summarizer)
+        after = compactor.after if runtime.auto_compact else None
+        sid = import_transcript(runtime.app, steps, after)
         runtime.catch_up()
-        runtime.compact_as_asked(str(sid))
     finally:
         runtime.close()
     return str(sid)

@@ -17,16 +17,14 @@ from domain import errors
 from domain.application import CtxStore
 from domain.policy import Policy
 from domain.render import render_shape
-from domain.rules.summarize import summary_request, with_item_ids
 from domain.store_config import database_url
 from domain.summarizer import Summarizer, summarizer_from_env
 from domain.tokens import check_tokenizer
-from domain.working_context import WorkingContext
 from projections import queries as q
-from projections.context_commit import budget_of
 from projections.migrate import upgrade
 from projections.processor import Processor
 from projections.store import ProjectionStore
+from service.compaction import AUTO_COMPACT_AFTER, run_to_fold, summarize
 
 RENDER_CACHE = 256
 log = logging.getLogger("ctxstore.runtime")
@@ -57,7 +55,7 @@ class Runtime:
         self.auto_catch_up = auto_catch_up
         self.auto_compact = auto_compact
         self._lock = threading.RLock()
-        self._rendered: OrderedDict[tuple[str, str, str, str], dict[str, Any]] = OrderedDict()
+        self._rendered: OrderedDict[tuple[str, str, str, str, bool], dict[str, Any]] = OrderedDict()
         self.app.commit_resolver = self._latest_commit_of
 
     def close(self) -> None:
@@ -82,8 +80,7 @@ class Runtime:
             except Exception:
                 log.exception("catch-up after %s failed; the command itself is stored", command)
                 return result
-            if self.auto_compact and command in ("append_node", "add_sibling", "attach",
-                                                  "merge", "switch_model"):  # fmt: skip
+            if self.auto_compact and command in AUTO_COMPACT_AFTER:
                 session_id = str(args[0]) if args else str(kwargs.get("session_id"))
                 version = self._auto_compact(session_id)
                 if version is not None and isinstance(result, tuple):
@@ -99,22 +96,6 @@ class Runtime:
             version: int = self.compact(session_id)["version"]
             return version
         return None
-
-    def compact_as_asked(self, session_id: str, limit: int = 1_000) -> int:
-        """Record each summary the head asks for, until it asks for none; how many.
-
-        A bulk import arrives as one write, so the compaction the API runs
-        after each append runs here once the whole session is in, on its head.
-        Each summary folds the oldest run and the next request takes the next
-        one, so this ends; ``limit`` only guards against a bug looping.
-        """
-        done = 0
-        with self._lock:
-            while self.auto_compact and done < limit:
-                if self._auto_compact(session_id) is None:
-                    break
-                done += 1
-        return done
 
     def catch_up(self) -> int:
         with self._lock:
@@ -155,7 +136,7 @@ class Runtime:
             return q.load_commit(self._projector(), self.store, session_id, commit_id).to_json()
 
     def rendered(self, session_id: str, shape: str = "neutral",
-                 commit_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+                 commit_id: str | None = None, cache: bool = False) -> dict[str, Any]:  # fmt: skip
         with self._lock:
             projector = self._projector()
             session = q.session_row(projector, session_id)
@@ -163,15 +144,19 @@ class Runtime:
             if cid is None:
                 raise errors.NotFound("the session has no commit yet: append a node first")
             # the request names the session's current model, so it is part of the key
-            key = (session.session_id, cid, shape, session.model)
+            key = (session.session_id, cid, shape, session.model, cache)
             if key not in self._rendered:
                 # A branch whose head is still its branch point renders the source's
                 # commit; an explicitly named commit must belong to this session.
                 owner = session.session_id if commit_id else ""
                 commit = q.load_commit(projector, self.store, owner, cid)
+                policy = self.processor.policy_of(commit.rules_version)
+                over = projector.commits[cid].over_window
                 self._rendered[key] = {
                     "session_id": session.session_id, "commit_id": cid, "shape": shape,
-                    "request": render_shape(commit, shape, session.model),
+                    "over_window": bool(over), "shortfall": over["shortfall"] if over else 0,
+                    "request": render_shape(commit, shape, session.model, cache,
+                                            policy.drop_summarized_tools),
                 }  # fmt: skip
                 while len(self._rendered) > RENDER_CACHE:
                     self._rendered.popitem(last=False)
@@ -195,7 +180,7 @@ class Runtime:
 
     def budget(self, session_id: str) -> dict[str, Any]:
         with self._lock:
-            return q.budget(self._projector(), self.store, session_id, self.policy)
+            return q.budget(self._projector(), session_id, self.processor.policy_of)
 
     def dag(self, session_id: str) -> dict[str, Any]:
         with self._lock:
@@ -216,18 +201,11 @@ class Runtime:
             if commit_id is None:
                 raise errors.NothingToCompact("the session has no commit yet")
             stored = projector.commits[commit_id].summary_request
-            items = projector.items_of(commit_id)
-            request = with_item_ids(stored, items) if stored else None
-            if request is None:
-                request = forced_request(items, session, self.policy)
-            if request is None:
+            covered = run_to_fold(projector.items_of(commit_id), stored, True, session,
+                                  self.policy)  # fmt: skip
+            if not covered:
                 raise errors.NothingToCompact("no foldable run outside the tail window")
-            by_id = {i.item_id: i for i in items}
-            covered = [by_id[i] for i in request["item_ids"] if i in by_id]
-            text = self.summarizer.summarize(
-                [{"item_id": i.item_id, "role": i.role, "name": i.name,
-                  "rendered": i.rendered, "state": i.state} for i in covered]
-            )  # fmt: skip
+            text = summarize(self.summarizer, covered)
             # The summary happens "at" the session's own latest time, not the wall
             # clock: a session driven by recorded times (an import, a replay) must
             # not see hours of idleness appear because compaction ran today.
@@ -243,12 +221,3 @@ class Runtime:
                     "summary_id": summary_id, "covered": [i.item_id for i in covered],
                     "summarizer": self.summarizer.name, "computed_for": commit_id,
                     "commit_id": new_commit}  # fmt: skip
-
-
-def forced_request(items: list[Any], session: Any, policy: Policy) -> dict[str, Any] | None:
-    """'Compact now': choose a run as if the history were over the threshold."""
-    ctx = WorkingContext.from_items(policy, [i.copy() for i in items])
-    budget = budget_of(ctx, session, policy)
-    forced = type(budget)(**{**budget.__dict__, "compact_at": -1,
-                             "history": max(0, ctx.total_tokens - ctx.system_tokens)})  # fmt: skip
-    return summary_request(ctx, forced)

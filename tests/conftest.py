@@ -21,6 +21,20 @@ _shared = ROOT.parent / "shared" / "tiktoken"
 if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(_shared)
 
+# Rules that act as soon as something is due: most tests check what a rule does
+# to an item, not when a batch of them runs (tests/domain/test_batching.py).
+IMMEDIATE_POLICY_JSON = '{"batch_trigger": 0.0, "clear_at_least": 0}'
+
+
+def immediate_policy(**overrides: Any) -> Any:
+    """Today's rules, acting as soon as something is due, with ``overrides``."""
+    import json
+
+    from domain.policy import Policy
+
+    return Policy.from_json(json.dumps({**json.loads(IMMEDIATE_POLICY_JSON), **overrides}))
+
+
 PG_ADMIN_URL = os.environ.get(
     "CTXSTORE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )

@@ -15,6 +15,6 @@ def emergency_clear(ctx: WorkingContext, budget: Budget) -> None:
     if used <= budget.emergency_at:
         return
     for item in ctx.aged_in_order():  # the aged items, as a walk over ctx.ordered() meets them
-        if not item.locked:
+        if not ctx.locked(item):
             clear(ctx, item.item_id, "emergency_clearing",
                   f"history {used} tokens > emergency {budget.emergency_at}")  # fmt: skip

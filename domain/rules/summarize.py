@@ -22,11 +22,17 @@ from domain.tokens import item_tokens
 from domain.working_context import WorkingContext
 
 FOLDABLE = ("full", "aged", "cleared")
+FOLDABLE_V2 = (*FOLDABLE, "summary")  # generation 2: summaries fold into higher-level ones
 
 
-def foldable(item: Item) -> bool:
+def foldable_states(policy: Policy) -> tuple[str, ...]:
+    return FOLDABLE_V2 if policy.generation >= 2 else FOLDABLE
+
+
+def foldable(item: Item, ctx: WorkingContext, anchors: bool = False) -> bool:
     """``summary_request`` inlines this test on its hot path: keep the two in step."""
-    return item.state in FOLDABLE and not item.locked and not item.is_anchor
+    return (item.state in foldable_states(ctx.policy) and not ctx.locked(item)
+            and (anchors or not item.is_anchor))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
     need = used - target
     cap = ctx.policy.summary_max_tokens
     enough = need if cap is None else min(need, cap)  # later requests take the rest
-    if memo is not None and memo.still_holds(ctx, enough, tail_start):
+    if memo is not None and not ctx.frozen and memo.still_holds(ctx, enough, tail_start):
         ctx.request_memo = memo
         return _request(memo.item_ids, memo.tokens, used, budget, ctx.policy)
     run: list[Item] = []
@@ -84,6 +90,7 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
     # building a list per unit, matters: this runs on every commit over the
     # threshold until a summary is recorded.
     items, by_ord, ords = ctx.items, ctx.by_ord, ctx.visible_ords
+    states, frozen = foldable_states(ctx.policy), ctx.frozen
     index, end = ctx.foldable_from(), len(ords)
     while index < end:
         item = items[by_ord[ords[index]]]
@@ -97,24 +104,32 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
         unit = [item] if stop == index + 1 else [items[by_ord[o]] for o in ords[index:stop]]
         tokens = 0
         for member in unit:
-            if member.state not in FOLDABLE or member.locked or member.is_anchor:
+            if (member.state not in states or member.locked or member.is_anchor
+                    or member.item_id in frozen):  # fmt: skip
                 break  # not foldable: the unit stays, and a run ends here
             tokens += member.tokens
         else:
             run.extend(unit)
             folded += tokens
-            if folded >= enough:
+            if folded >= enough and worth_folding(run):
                 ids = [item.item_id for item in run]
-                ctx.request_memo = ScanMemo(ctx.policy, enough, ords[stop - 1], ids, folded)
+                if not frozen:  # a scan around a merge's frozen base holds for that commit only
+                    ctx.request_memo = ScanMemo(ctx.policy, enough, ords[stop - 1], ids, folded)
                 return _request(ids, folded, used, budget, ctx.policy)
             index = stop
             continue
-        if run:
+        if worth_folding(run):
             break
+        run, folded = [], 0  # a lone summary: folding it again would gain nothing
         index = stop
-    if not run:
+    if not worth_folding(run):
         return None
     return _request([item.item_id for item in run], folded, used, budget, ctx.policy)
+
+
+def worth_folding(run: list[Item]) -> bool:
+    """Anything but nothing or one summary on its own."""
+    return len(run) > 1 or (len(run) == 1 and run[0].state != "summary")
 
 
 def _request(
@@ -160,9 +175,22 @@ def with_item_ids(stored: dict[str, Any], items: Iterable[Item]) -> dict[str, An
 
 
 def fold_summary(
-    ctx: WorkingContext, summary_id: str, covered: list[str], text: str, summarizer: str
+    ctx: WorkingContext,
+    summary_id: str,
+    covered: list[str],
+    text: str,
+    summarizer: str,
+    rule: str = "summarize",
+    why: str = "",
+    anchors: bool = False,
 ) -> Item | None:
-    """Fold the covered, still-foldable items into one summary item."""
+    """Fold the covered, still-foldable items into one summary item.
+
+    Generation 2 places the summary just after the run it covers (a summary of
+    summaries would otherwise creep one position back per fold, into the
+    item before it) and records its level: one over raw items, one more than
+    the highest summary it folds.
+    """
     wanted = set(covered)
     present = [ctx.items[i] for i in covered if i in ctx.items]
     blocks: dict[str, list[Item]] = {}
@@ -171,15 +199,16 @@ def fold_summary(
             blocks.setdefault(item.attached_from, []).append(item)
     chosen = []
     for item in sorted(present, key=lambda i: i.ord):
-        if not foldable(item):
+        if not foldable(item, ctx, anchors):
             continue
         block = blocks.get(item.attached_from or "", [])
-        if block and not all(b.item_id in wanted and foldable(b) for b in block):
+        if block and not all(b.item_id in wanted and foldable(b, ctx, anchors) for b in block):
             continue
         chosen.append(item)
-    if not chosen:
+    if not worth_folding(chosen) and (ctx.policy.generation >= 2 or not chosen):
         return None
     prefixed = f"[Summary] {text}"
+    v2 = ctx.policy.generation >= 2
     summary = Item(
         item_id=summary_id,
         source_node_id=None,
@@ -187,13 +216,22 @@ def fold_summary(
         state="summary",
         rendered=prefixed,
         tokens=item_tokens(prefixed),
-        ord=chosen[0].ord - 1,
+        ord=free_ord_after(ctx, chosen[-1].ord) if v2 else chosen[0].ord - 1,
         touched_at=chosen[0].touched_at,
         reason=f"summary of {len(chosen)} items by {summarizer}",
+        level=1 + max((i.level for i in chosen if i.state == "summary"), default=0) if v2 else 0,
     )
     for item in chosen:
         item.merged_into = summary_id
-        ctx.set_state(item, "summarized", "summarize",
-                      f"folded into {summary_id} by {summarizer}")  # fmt: skip
+        ctx.set_state(item, "summarized", rule,
+                      f"folded into {summary_id} by {summarizer}{why}")  # fmt: skip
     ctx.add(summary)
     return summary
+
+
+def free_ord_after(ctx: WorkingContext, ord_: int) -> int:
+    """The first position after ``ord_`` that no item holds (items sit ORD_STEP apart)."""
+    candidate = ord_ + 1
+    while candidate in ctx.by_ord:
+        candidate += 1
+    return candidate

@@ -4,6 +4,10 @@ An aged tool keeps its call (arguments cut to ``args_cap``) so the model still
 knows what it did, and its result becomes a one-line semantic stub, which
 is most of the saving for the least loss.  Protected tools (todo lists,
 searches the agent relies on later) and locked items never age.
+
+With batching on (``Policy.batching``), the tools the boundary passed wait
+in ``ctx.pending_aging`` until ``domain.rules.batching`` decides a batch is
+worth a cache miss; otherwise they age as soon as the boundary passes them.
 """
 
 from __future__ import annotations
@@ -32,16 +36,22 @@ def cut_args(call: str | None, cap: int) -> str | None:
     return call[:cap] + f"… [{len(call) - cap} chars cut]"
 
 
-def age_item(ctx: WorkingContext, item: Item, turns: int) -> None:
+def aging_saves(ctx: WorkingContext, item: Item) -> int:
+    """Tokens aging ``item`` would free."""
+    aged = item_tokens(stub(item.rendered, item.is_error),
+                       cut_args(item.call, ctx.policy.args_cap), item.name)  # fmt: skip
+    return max(0, item.tokens - aged)
+
+
+def age_item(ctx: WorkingContext, item: Item, turns: int, why: str = "") -> None:
     policy = ctx.policy
-    item.call = cut_args(item.call, policy.args_cap)
-    item.rendered = stub(item.rendered, item.is_error)
-    ctx.retoken(item, item_tokens(item.rendered, item.call, item.name))
+    ctx.rewrite(item, stub(item.rendered, item.is_error), cut_args(item.call, policy.args_cap))
     ctx.set_state(item, "aged", "tool_aging",
-                  f"assistant turns since: {turns} > tail {policy.tail_turns}")  # fmt: skip
+                  f"assistant turns since: {turns} > tail {policy.tail_turns}{why}")  # fmt: skip
 
 
-def eligible(ctx: WorkingContext, item: Item) -> bool:
+def agable(ctx: WorkingContext, item: Item) -> bool:
+    """A full, unpinned, unprotected tool: one the boundary may age."""
     return (
         item.role == "tool"
         and item.state == "full"
@@ -50,29 +60,64 @@ def eligible(ctx: WorkingContext, item: Item) -> bool:
     )
 
 
-def age_tools(ctx: WorkingContext) -> None:
-    """Age the tool items the tail boundary moved past since the last commit.
+def eligible(ctx: WorkingContext, item: Item) -> bool:
+    """Agable now: not frozen for this commit either."""
+    return agable(ctx, item) and item.item_id not in ctx.frozen
+
+
+def passed_tools(ctx: WorkingContext) -> list[Item]:
+    """Agable tools the tail boundary moved past since the last step.
 
     The boundary can also move back (a summary folds assistant turns), and
-    then ``aged_upto`` follows it: a context loaded from stored rows starts
-    from the current boundary, so a warm one must too, or an item unpinned
-    inside the shortened tail would age in one process and not in another.
+    then ``aged_upto`` follows it; a context loaded from stored rows starts
+    from the beginning (``WorkingContext.from_items``), so a warm context
+    and a cold one find the same tools.
     """
     boundary = ctx.tail_boundary()
     if boundary is None:
         ctx.aged_upto = -1
-        return
+        return []
     if boundary <= ctx.aged_upto:
         ctx.aged_upto = boundary
-        return
-    for item in ctx.in_order(ctx.aged_upto, boundary):
+        return []
+    passed = [item for item in ctx.in_order(ctx.aged_upto, boundary) if agable(ctx, item)]
+    ctx.aged_upto = boundary
+    return passed
+
+
+def age_tools(ctx: WorkingContext) -> None:
+    """Without batching: age what the boundary passed, now."""
+    for item in passed_tools(ctx):
         if eligible(ctx, item):
             age_item(ctx, item, ctx.turns_after(item.ord))
-    ctx.aged_upto = boundary
+
+
+def due_tools(ctx: WorkingContext) -> list[Item]:
+    """With batching: every tool waiting to age, oldest first (frozen ones keep waiting)."""
+    for item in passed_tools(ctx):
+        ctx.pending_aging[item.item_id] = None
+    boundary = ctx.tail_boundary()
+    due = []
+    for item_id in list(ctx.pending_aging):
+        waiting = ctx.items.get(item_id)
+        if (
+            waiting is None
+            or boundary is None
+            or waiting.ord >= boundary
+            or not agable(ctx, waiting)
+        ):
+            del ctx.pending_aging[item_id]  # gone, back in the tail, aged or pinned
+        elif item_id not in ctx.frozen:
+            due.append(waiting)
+    return sorted(due, key=lambda i: i.ord)
 
 
 def age_one(ctx: WorkingContext, item: Item) -> None:
     """Re-check one item the boundary already passed (it was just unpinned)."""
     boundary = ctx.tail_boundary()
-    if boundary is not None and item.ord < boundary and eligible(ctx, item):
+    if boundary is None or item.ord >= boundary or not eligible(ctx, item):
+        return
+    if ctx.policy.batching:
+        ctx.pending_aging[item.item_id] = None
+    else:
         age_item(ctx, item, ctx.turns_after(item.ord))

@@ -23,8 +23,14 @@ def cut_middle(text: str, cap: int) -> tuple[str, int]:
 
 
 def cap_item(item: Item, policy: Policy) -> str | None:
-    """Cap a new tool item's result in place; the audit inputs if it was cut."""
-    if item.role != "tool" or item.locked:
+    """Cap a new tool item's result in place; the audit inputs if it was cut.
+
+    The cap is how a node becomes an item, so from generation 2 it applies to
+    a pinned node too: a pin locks the item from then on.  Before, a pinned
+    node skipped it, and a retry that re-derived a pinned, capped result
+    brought it back uncapped.
+    """
+    if item.role != "tool" or (item.locked and policy.generation < 2):
         return None
     original = len(item.rendered)
     text, cut = cut_middle(item.rendered, policy.result_cap)

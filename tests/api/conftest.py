@@ -10,11 +10,12 @@ from starlette.testclient import TestClient
 
 import service.runtime as runtime_module
 from api.app import create_app
+from tests.conftest import immediate_policy
 
 
 @pytest.fixture
 def runtime(store_url: str) -> Iterator[Any]:
-    rt = runtime_module.Runtime(store_url)
+    rt = runtime_module.Runtime(store_url, policy=immediate_policy())
     try:
         yield rt
     finally:

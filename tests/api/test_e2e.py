@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from projections.rebuild import rebuild_and_compare
+from tests.conftest import IMMEDIATE_POLICY_JSON
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +34,9 @@ def _free_port() -> int:
 @pytest.fixture
 def server(store_url: str) -> Iterator[httpx.Client]:
     port = _free_port()
-    env = dict(os.environ, CTXSTORE_DATABASE_URL=store_url, PYTHONPATH=str(ROOT))
+    # Aging as soon as due, so a short session shows it (batching waits for a fuller window).
+    env = dict(os.environ, CTXSTORE_DATABASE_URL=store_url, PYTHONPATH=str(ROOT),
+               CTXSTORE_POLICY=IMMEDIATE_POLICY_JSON)  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory",
          "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],

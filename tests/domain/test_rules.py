@@ -14,6 +14,7 @@ import pytest
 
 from domain.budget import Budget
 from domain.context import Item
+from domain.pipeline import touch_reads
 from domain.policy import Policy
 from domain.rules.emergency import emergency_clear
 from domain.rules.idle_clearing import PLACEHOLDER, clear_idle
@@ -22,18 +23,20 @@ from domain.rules.tool_aging import age_one, age_tools, cut_args, stub
 from domain.rules.truncation import cap_item
 from domain.tokens import item_tokens
 from domain.working_context import WorkingContext
-from projections.context_commit import touch_reads
 from projections.records import NodeRow
 
 T0 = datetime(2020, 3, 1, tzinfo=UTC).timestamp()  # years before the wall clock
 MIN = 60.0
+# One rule at a time: aging and clearing act as soon as they are due (the
+# batching that holds them back is tested in test_batching.py).
+UNBATCHED = Policy(batch_trigger=0.0, clear_at_least=0)
 
 
 class Builder:
     """Appends items to a working context the way the projection does."""
 
     def __init__(self, policy: Policy | None = None) -> None:
-        self.ctx = WorkingContext(policy or Policy())
+        self.ctx = WorkingContext(policy or UNBATCHED)
 
     def add(self, role: str, text: str = "x", *, at: float = T0, **fields: object) -> Item:
         item_id = str(fields.pop("item_id", f"{role}{len(self.ctx.items)}"))
@@ -183,14 +186,31 @@ def test_per_item_cap_cuts_the_middle_and_says_how_much() -> None:
     assert tool.tokens == item_tokens(tool.rendered, tool.call, tool.name)
 
 
-def test_per_item_cap_leaves_short_results_locked_items_and_messages_alone() -> None:
+def test_per_item_cap_leaves_short_results_and_messages_alone() -> None:
     b = Builder(Policy(result_cap=10))
     b.add("assistant", "a" * 50)
     short = b.tool(result="0123456789")
-    locked = b.tool(result="z" * 50, locked=True)
     assert cap_item(short, b.ctx.policy) is None
-    assert cap_item(locked, b.ctx.policy) is None
     assert cap_item(b.ctx.ordered()[0], b.ctx.policy) is None
+
+
+def test_a_pinned_result_is_capped_as_it_enters() -> None:
+    """The cap is how a node becomes an item: a pin locks the item, not its node's size.
+
+    Before generation 2 a pinned node's result skipped the cap, so a retry that
+    re-derived a pinned, capped result brought it back uncapped.
+    """
+    b = Builder(Policy(result_cap=10))
+    locked = b.tool(result="z" * 50, locked=True)
+    assert cap_item(locked, b.ctx.policy) == "result 50 chars > cap 10; cut 40"
+    assert locked.truncated and len(locked.rendered) < 50
+
+
+def test_legacy_rules_leave_locked_items_uncapped() -> None:
+    b = Builder(Policy(result_cap=10, generation=1))
+    b.add("assistant", "a" * 50)
+    locked = b.tool(result="z" * 50, locked=True)
+    assert cap_item(locked, b.ctx.policy) is None
     assert locked.rendered == "z" * 50 and not locked.truncated
 
 
@@ -208,7 +228,7 @@ def test_idle_clearing_at_59_versus_61_minutes_of_event_time() -> None:
     assert tool.rendered == PLACEHOLDER
     t = b.ctx.transitions[-1]
     assert (t.from_state, t.to_state, t.rule) == ("aged", "cleared", "idle_clearing")
-    assert t.inputs == "untouched for 61.0 min > 60 min"
+    assert t.inputs == "untouched for 61.0 min ≥ 60 min"
 
 
 def test_only_aged_items_go_idle() -> None:
@@ -236,7 +256,7 @@ def test_a_read_restarts_the_idle_clock() -> None:
     assert tool.state == "aged"
     clear_idle(b.ctx, T0 + 111 * MIN)
     assert tool.state == "cleared"
-    assert b.ctx.transitions[-1].inputs == "untouched for 61.0 min > 60 min"
+    assert b.ctx.transitions[-1].inputs == "untouched for 61.0 min ≥ 60 min"
 
 
 def test_an_older_read_does_not_turn_the_clock_back() -> None:
@@ -259,7 +279,6 @@ def test_locked_items_are_untouched_by_every_rule() -> None:
     b.ctx.set_locked(locked_aged, True)
     before = (locked_tool.to_json(), locked_aged.to_json())
 
-    assert cap_item(locked_tool, b.ctx.policy) is None
     age_tools(b.ctx)
     age_one(b.ctx, locked_tool)
     clear_idle(b.ctx, T0 + 1_000 * MIN)

@@ -19,6 +19,7 @@ from domain.rules.summarize import (
     foldable,
     summary_request,
     with_item_ids,
+    worth_folding,
 )
 from domain.working_context import WorkingContext
 from tests.domain.test_rules import T0, Builder, aged_tool, budget
@@ -143,7 +144,7 @@ def test_fold_summary_takes_a_block_whole_or_not_at_all() -> None:
 # ------------------------------------------------------------------ folding
 
 
-def test_fold_summary_folds_the_run_and_sits_before_it() -> None:
+def test_fold_summary_folds_the_run_and_sits_after_it() -> None:
     b = Builder()
     n = conversation(b)
     before = b.ctx.total_tokens
@@ -153,10 +154,11 @@ def test_fold_summary_folds_the_run_and_sits_before_it() -> None:
     assert summary is not None
     assert summary.role == summary.state == "summary"
     assert summary.rendered == "[Summary] did A"
-    assert summary.ord == b.ctx.items[n["a1"]].ord - 1
+    assert summary.ord == b.ctx.items[n["t1"]].ord + 1, "just after its run: folds nest in place"
+    assert summary.level == 1
     order = [i.item_id for i in b.ctx.ordered()]
-    assert order.index("summary:1") == order.index(n["a1"]) - 1
-    assert order.index("summary:1") > order.index(n["user"])
+    assert order.index("summary:1") == order.index(n["t1"]) + 1
+    assert order.index("summary:1") < order.index(n["pinned"])
     for item_id in run:
         item = b.ctx.items[item_id]
         assert (item.state, item.merged_into) == ("summarized", "summary:1")
@@ -168,10 +170,34 @@ def test_fold_summary_folds_the_run_and_sits_before_it() -> None:
     assert all(t.inputs == "folded into summary:1 by extractive" for t in b.ctx.transitions)
 
 
-def test_the_next_run_starts_after_an_earlier_summary() -> None:
+def test_the_next_run_folds_the_earlier_summary_again() -> None:
+    """Summaries nest: a long session's summaries cannot pile up past the window."""
     b = Builder()
     n = conversation(b)
     fold_summary(b.ctx, "summary:1", [n["a1"], n["t1"]], "did A", "extractive")
+    b.ctx.set_locked(b.ctx.items[n["pinned"]], False)
+    request = summary_request(b.ctx, budget(history=0, compact_at=-1))
+    assert ids(request) == ["summary:1", n["pinned"], n["a2"], n["t2"]]
+    top = fold_summary(b.ctx, "summary:2", ids(request), "did A and B", "extractive")
+    assert top is not None and top.level == 2
+    assert b.ctx.items["summary:1"].state == "summarized"
+    assert b.ctx.items["summary:1"].merged_into == "summary:2"
+
+
+def test_a_lone_summary_is_never_folded_on_its_own() -> None:
+    b = Builder()
+    n = conversation(b)
+    fold_summary(b.ctx, "summary:1", [n["a1"], n["t1"]], "did A", "extractive")
+    request = summary_request(b.ctx, budget(history=0, compact_at=-1))
+    assert ids(request) == [n["a2"], n["t2"]], "summary:1 alone, before the pin, stays"
+    assert fold_summary(b.ctx, "summary:2", ["summary:1"], "again", "x") is None
+
+
+def test_legacy_rules_never_fold_a_summary_again() -> None:
+    b = Builder(Policy(generation=1))
+    n = conversation(b)
+    summary = fold_summary(b.ctx, "summary:1", [n["a1"], n["t1"]], "did A", "extractive")
+    assert summary is not None and summary.ord == b.ctx.items[n["a1"]].ord - 1
     b.ctx.set_locked(b.ctx.items[n["pinned"]], False)
     request = summary_request(b.ctx, budget(history=0, compact_at=-1))
     assert ids(request) == [n["pinned"], n["a2"], n["t2"]], "summaries are never re-folded"
@@ -254,13 +280,15 @@ def reference_request(ctx: WorkingContext, budget: Budget) -> list[str] | None:
     for unit in units:
         if tail_start is not None and unit[-1].ord >= tail_start:
             break
-        if all(foldable(i) for i in unit):
+        if all(foldable(i, ctx) for i in unit):
             run.extend(unit)
-            if sum(i.tokens for i in run) >= need:
+            if sum(i.tokens for i in run) >= need and worth_folding(run):
                 break
-        elif run:
+        elif worth_folding(run):
             break
-    return [i.item_id for i in run] or None
+        else:
+            run = []  # nothing, or one summary alone: not worth a request
+    return [i.item_id for i in run] if worth_folding(run) else None
 
 
 entries = st.lists(
@@ -327,7 +355,7 @@ def test_one_request_covers_at_most_summary_max_tokens() -> None:
     assert 30 <= request["tokens"] < 30 + chunk[0].tokens
     fold_summary(b.ctx, "s1", covered, "first chunk", "test")
     after = ids(summary_request(b.ctx, budget(history=0, compact_at=-1)))
-    assert after[0] == chunk[len(covered)].item_id
+    assert after[:2] == ["s1", chunk[len(covered)].item_id], "the summary, then the next chunk"
     unbounded = Builder(Policy(summary_max_tokens=None))
     for item in chunk:
         unbounded.add("assistant", item.rendered)

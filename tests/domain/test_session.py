@@ -192,7 +192,8 @@ def test_branch_uses_the_source_node_as_predecessor(app: CtxStore) -> None:
     new, version = app.branch(sid, "a1", title="b")
     (started,) = app.session_events(new)
     assert version == 1
-    assert started.branched_from == {"session_id": str(sid), "node_id": "a1", "role": "assistant"}
+    assert started.branched_from == {"session_id": str(sid), "node_id": "a1", "role": "assistant",
+                                     "pinned": []}  # fmt: skip
     assert app.session(new).head == "a1"
     app.append_node(new, role="tool", node_id="bt", name="ls")
     app.append_node(new, role="user", node_id="bu", predecessor="a1")
@@ -201,6 +202,22 @@ def test_branch_uses_the_source_node_as_predecessor(app: CtxStore) -> None:
     refused(app, new, errors.NodeNotFound,
             lambda: app.append_node(new, role="user", predecessor="u1"))  # fmt: skip
     refused(app, new, errors.DuplicateNode, lambda: app.append_node(new, role="user", node_id="a1"))
+
+
+def test_a_branch_inherits_the_pins_on_its_chain(app: CtxStore) -> None:
+    """A node pinned in the source before the branch point stays pinned in the branch."""
+    sid = seeded(app)
+    app.append_node(sid, role="user", node_id="u2", predecessor="u1", input="other way")
+    for node in ("u1", "t1", "u2"):
+        app.pin(sid, node)
+    new, _ = app.branch(sid, "a1")
+    (started,) = app.session_events(new)
+    assert started.branched_from["pinned"] == ["u1", "t1"], "u2 is not on a1's chain"
+    assert app.session(new).pinned == ["u1", "t1"]
+    app.unpin(new, "u1")  # an inherited pin can be lifted in the branch alone
+    assert app.session(new).pinned == ["t1"] and "u1" in app.session(sid).pinned
+    grand, _ = app.branch(new, "a1")
+    assert app.session(grand).pinned == ["t1"], "inherited pins pass on, being further up"
 
 
 def test_refusals_have_codes_and_store_nothing(app: CtxStore) -> None:

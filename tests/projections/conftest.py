@@ -11,11 +11,12 @@ from collections.abc import Iterator
 import pytest
 
 from service.runtime import Runtime
+from tests.conftest import immediate_policy
 
 
 @pytest.fixture
 def rt(store_url: str) -> Iterator[Runtime]:
-    runtime = Runtime(store_url, auto_compact=False)
+    runtime = Runtime(store_url, auto_compact=False, policy=immediate_policy())
     try:
         yield runtime
     finally:

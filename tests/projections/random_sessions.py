@@ -181,7 +181,8 @@ class Driver:
         return None
 
     def op_unpin(self, sess: Sess, a: int, b: int) -> bool | None:
-        node = self.pick(sorted(sess.pinned, key=sess.nodes.index), a)
+        order = {n: i for i, n in enumerate(sess.nodes)}
+        node = self.pick(sorted(sess.pinned, key=lambda n: (order.get(n, -1), n)), a)
         if node is None:
             return False
         self.rt.execute("unpin", sess.sid, node, at=self.clock)
@@ -198,7 +199,8 @@ class Driver:
         if node is None or len(self.sessions) >= MAX_SESSIONS:
             return False
         sid, _ = self.rt.execute("branch", sess.sid, node, at=self.clock)
-        branch = Sess(str(sid), nodes=[node])
+        inherited = set(self.rt.app.session(str(sid)).pinned)  # the pins on its chain
+        branch = Sess(str(sid), nodes=[node], pinned=inherited)
         if self.roles.get(node) == "assistant":
             branch.assistants.append(node)
         self.sessions.append(branch)

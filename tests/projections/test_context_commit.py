@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from domain import errors
-from domain.policy import Policy
 from projections.rebuild import rebuild_and_compare
 from service.runtime import Runtime
+from tests.conftest import immediate_policy
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MODEL = "openai:gpt-4o"
@@ -220,7 +220,7 @@ def test_attach_falls_back_to_one_user_item_when_the_source_cannot_be_loaded(
 # ----------------------------------------------------------------- summary
 
 
-def test_a_recorded_summary_folds_its_run_and_sits_before_it(rt: Runtime) -> None:
+def test_a_recorded_summary_folds_its_run_and_sits_after_it(rt: Runtime) -> None:
     sid = start(rt)
     add(rt, sid, "system", "sys")
     add(rt, sid, "user", "task", 1)
@@ -235,7 +235,7 @@ def test_a_recorded_summary_folds_its_run_and_sits_before_it(rt: Runtime) -> Non
     head = rt.head_commit(sid)
     assert head["parent_ids"] == [commit]
     order = [i["item_id"] for i in head["items"]]
-    assert order.index(summary) == order.index(run[0]) - 1
+    assert order.index(summary) == order.index(run[-1]) + 1
     view = {i["item_id"]: i for i in head["items"]}
     assert view[summary]["rendered"] == "[Summary] did a1 and a2"
     assert view[summary]["state"] == "summary"
@@ -250,7 +250,7 @@ def test_a_recorded_summary_folds_its_run_and_sits_before_it(rt: Runtime) -> Non
 
 
 def test_explain_returns_the_whole_transition_history(store_url: str) -> None:
-    policy = Policy(tail_turns=1)
+    policy = immediate_policy(tail_turns=1)
     rt = Runtime(store_url, policy=policy, auto_compact=False)
     try:
         sid = start(rt)
@@ -269,7 +269,7 @@ def test_explain_returns_the_whole_transition_history(store_url: str) -> None:
         ]
         assert rows[0]["inputs"] == "result 6000 chars > cap 4000; cut 2000"
         assert rows[1]["inputs"] == "assistant turns since: 2 > tail 1"
-        assert rows[2]["inputs"] == "untouched for 68.0 min > 60 min"
+        assert rows[2]["inputs"] == "untouched for 68.0 min ≥ 60 min"
         commits = {c["commit_id"]: c for c in rt.timeline(sid)}
         for row in rows:
             assert row["rules_version"] == policy.rules_version
@@ -278,7 +278,7 @@ def test_explain_returns_the_whole_transition_history(store_url: str) -> None:
             assert commits[row["commit_id"]]["event_seq"] == row["event_seq"]
         assert [r["event_seq"] for r in rows] == sorted({r["event_seq"] for r in rows})
         assert out["current"]["state"] == "cleared"
-        assert out["current"]["reason"] == "untouched for 68.0 min > 60 min"
+        assert out["current"]["reason"] == "untouched for 68.0 min ≥ 60 min"
     finally:
         rt.close()
 
@@ -350,7 +350,7 @@ def test_a_tool_appended_with_an_earlier_calls_id_replaces_it(rt: Runtime) -> No
 
 def _unpinned_inside_a_shortened_tail(store_url: str, restart: bool) -> str:
     """A summary moves the tail boundary back; a tool unpinned then must age later."""
-    policy = Policy(tail_turns=2)
+    policy = immediate_policy(tail_turns=2)
     rt = Runtime(store_url, policy=policy, auto_compact=False)
     try:
         sid = start(rt)

@@ -48,7 +48,8 @@ class Checker:
         rows = self.table_rows()
         for commit_id, row in self.rows.items():  # invariant 2: never rewritten
             assert rows.get(commit_id) == row, f"commit {commit_id} was rewritten"
-        new = sorted(set(rows) - set(self.rows), key=lambda c: json.loads(rows[c])[-1])
+        position = [c.name for c in t.commits.columns].index("notification_id")
+        new = sorted(set(rows) - set(self.rows), key=lambda c: json.loads(rows[c])[position])
         if op == "checkout":  # invariant 9: a checkout creates no commit
             assert not new, "a checkout created commits"
         self.rows = rows

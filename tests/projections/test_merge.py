@@ -7,6 +7,7 @@ with ``test_context_commit.py``).
 from __future__ import annotations
 
 from domain.context import tightens
+from domain.policy import Policy
 from service.runtime import Runtime
 from tests.projections.test_context_commit import add, at, by_id, ids, items, start
 
@@ -22,7 +23,9 @@ def two_heads(rt: Runtime) -> tuple[str, dict[str, str]]:
     return sid, n
 
 
-def test_a_merge_commit_locks_the_base_and_has_several_parents(rt: Runtime) -> None:
+def test_a_merge_commit_shows_the_base_as_it_stood_and_has_several_parents(
+    rt: Runtime,
+) -> None:
     sid, n = two_heads(rt)
     commits = {c["head_node_id"]: c["commit_id"] for c in rt.timeline(sid)}
     merge, _ = rt.execute("merge", sid, [{"node_id": n["peer_t"]}], at=at(6))
@@ -31,14 +34,27 @@ def test_a_merge_commit_locks_the_base_and_has_several_parents(rt: Runtime) -> N
     assert head["parent_ids"] == [commits[n["base"]], commits[n["peer_t"]]]
     view = {i["item_id"]: i for i in head["items"]}
     assert list(view) == [n["user"], n["a1"], n["base"], n["peer_a"], n["peer_t"]]
+    base = {i["item_id"]: i for i in rt.commit(sid, commits[n["base"]])["items"]}
     for key in ("user", "a1", "base"):
-        assert view[n[key]]["locked"] and view[n[key]]["base_locked"]
-    for key in ("peer_a", "peer_t"):
-        assert not view[n[key]]["locked"]
+        assert view[n[key]] == base[n[key]], "frozen for the merge commit: as the base had it"
+        assert not view[n[key]]["locked"], "but not locked: it compacts from the next commit"
     add(rt, sid, "assistant", "merged", 7)
-    after = by_id(rt, sid)
-    assert after[n["base"]]["base_locked"] and not after[n["peer_t"]]["locked"]
     assert len(rt.head_commit(sid)["parent_ids"]) == 1
+
+
+def test_legacy_rules_lock_the_base_for_good(store_url: str) -> None:
+    rt = Runtime(store_url, auto_compact=False, policy=Policy(generation=1))
+    try:
+        sid, n = two_heads(rt)
+        rt.execute("merge", sid, [{"node_id": n["peer_t"]}], at=at(6))
+        view = by_id(rt, sid)
+        for key in ("user", "a1", "base"):
+            assert view[n[key]]["locked"] and view[n[key]]["base_locked"]
+        add(rt, sid, "assistant", "merged", 7)
+        after = by_id(rt, sid)
+        assert after[n["base"]]["base_locked"] and not after[n["peer_t"]]["locked"]
+    finally:
+        rt.close()
 
 
 def test_an_edit_after_a_merge_keeps_the_peers_items(rt: Runtime) -> None:

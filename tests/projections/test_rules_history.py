@@ -15,7 +15,7 @@ from projections.rebuild import rebuild_and_compare
 from service.runtime import Runtime
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-TIGHT = Policy(tail_turns=1)
+TIGHT = Policy(tail_turns=1, batch_trigger=0.0, clear_at_least=0)  # ages as soon as due
 
 
 def session_with_a_tool(rt: Runtime) -> str:

@@ -1,8 +1,9 @@
 """A commit's summary request stays one chunk however long compaction does not run.
 
-Compaction may be off, or its summarizer down (every attempt a 502): the
-session keeps growing past the threshold, and each commit still names the
-run it wants folded.  Uncapped, that run (and the stored request, and the
+Compaction may be off, or its summarizer down (every attempt a 502): under
+the rules before generation 2 the session kept growing past the threshold
+(generation 2's window guard folds it back instead), and each commit still
+names the run it wants folded.  Uncapped, that run (and the stored request, and the
 scan that finds it) grew with the whole history on every commit.
 """
 
@@ -28,7 +29,7 @@ CAP = 300
 
 
 def grow_without_compaction(url: str, cap: int | None) -> list[dict[str, object]]:
-    rt = Runtime(url, auto_compact=False, policy=Policy(summary_max_tokens=cap))
+    rt = Runtime(url, auto_compact=False, policy=Policy(summary_max_tokens=cap, generation=1))
     try:
         sid, _ = rt.execute("start_session", "t", "openai:gpt-4o", context_window=4_000,
                             at=T0)  # fmt: skip
@@ -82,7 +83,10 @@ def test_requests_stored_as_id_lists_migrate_to_the_range_a_rebuild_writes(
                              .values(summary_request=body))  # fmt: skip
     finally:
         rt.close()
-    command.stamp(alembic_config(store_url), "0002")
+    config = alembic_config(store_url)
+    command.stamp(config, "0002")
+    command.upgrade(config, "0003")  # just the revision under test, then back to head
+    command.stamp(config, "head")
     upgrade(store_url)
     again = Runtime(store_url, auto_compact=False, auto_catch_up=False, migrate=False)
     try:
@@ -103,7 +107,7 @@ def commit_requests(rt: Runtime) -> dict[str, str]:
 
 def test_live_commands_reuse_the_scan_while_its_run_is_untouched(store_url: str) -> None:
     """One catch-up per command: the memo must survive from one to the next."""
-    rt = Runtime(store_url, auto_compact=False, policy=Policy(summary_max_tokens=CAP))
+    rt = Runtime(store_url, auto_compact=False, policy=Policy(summary_max_tokens=CAP, generation=1))
     try:
         sid, _ = rt.execute("start_session", "t", "openai:gpt-4o", context_window=4_000,
                             at=T0)  # fmt: skip

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from domain.node_text import node_texts
+from domain.pipeline import node_item as pipeline_node_item
 from domain.tokens import ENCODING, count_tokens, node_token_counts
-from projections.context_commit import node_item
+from projections import item_rows
 from projections.records import NodeRow
 from service.runtime import Runtime
 
@@ -38,6 +40,10 @@ def _node(role: str, counts: dict | None, **content: object) -> NodeRow:  # type
     return NodeRow("n", "s", 1, role, content.get("name"), content.get("input"),  # type: ignore[arg-type]
                    content.get("output"), None, "root", None, [], {}, None, None, 0.0, "e", 1,
                    counts)  # fmt: skip
+
+
+def node_item(node: Any, ord_: int, pinned: bool, first_user: bool) -> Any:
+    return pipeline_node_item(node, item_rows.node_texts(node), ord_, pinned, first_user)
 
 
 def test_recorded_counts_equal_what_the_tokenizer_says() -> None:

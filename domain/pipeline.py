@@ -1,0 +1,186 @@
+"""The rule pipeline: one ContextCommit step, from new nodes to what it asks for next.
+
+Everything that decides what a commit holds runs here, in this order: nodes
+become items (capped, deduplicated), reads restart idle clocks, locks follow
+pins, then the rules: tool aging, idle clearing, emergency clearing, the
+window guard, and the summary request.  The projection
+(``projections.context_commit``) only shapes the result into rows; the
+``/budget`` query, forced compaction and the tests call these same
+functions, so the numbers they quote are the numbers the rules acted on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from domain.budget import Budget
+from domain.catalogue import window_for
+from domain.context import Item
+from domain.policy import Policy
+from domain.render import listed_tools
+from domain.rules.batching import run_batched_rules
+from domain.rules.dedup import dedup_result
+from domain.rules.summarize import summary_request
+from domain.rules.tool_aging import age_one
+from domain.rules.truncation import cap_item
+from domain.rules.window_guard import guard_window
+from domain.tokens import count_tokens, node_item_tokens
+from domain.working_context import WorkingContext
+
+JSON = dict[str, Any]
+STRUCTURAL = ("attach", "merge")  # DAG positions, not messages: they have no item
+TOOL_DEFINITION_OVERHEAD = 8  # tokens a provider adds around one tool definition
+
+
+class NodeLike(Protocol):
+    """What the pipeline reads of a node (``projections.records.NodeRow`` is one)."""
+
+    node_id: str
+    role: str
+    name: str | None
+    output: Any
+    meta: JSON
+    reads: list[str]
+    created_at: float
+    token_counts: JSON | None
+
+
+class SessionLike(Protocol):
+    model: str
+    context_window: int | None
+    pinned: list[str]
+
+
+Texts = Callable[[Any], "tuple[str, str | None]"]  # a node's (rendered, call)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    summary_request: JSON | None
+    over_window: JSON | None
+
+
+def node_item(node: NodeLike, texts: tuple[str, str | None], ord_: int, pinned: bool,
+              first_user: bool) -> Item:  # fmt: skip
+    """A node as a fresh ``full`` item."""
+    rendered, call = texts
+    if node.role == "tool":
+        output = node.output
+        is_error = bool(node.meta.get("is_error")) or (
+            isinstance(output, dict) and "error" in output
+        )
+        return Item(
+            item_id=node.node_id, source_node_id=node.node_id, role="tool", state="full",
+            rendered=rendered, ord=ord_, touched_at=node.created_at, name=node.name, call=call,
+            tokens=node_item_tokens(node.token_counts, rendered, call, node.name),
+            has_result=output is not None, is_error=is_error, locked=pinned,
+        )  # fmt: skip
+    return Item(
+        item_id=node.node_id, source_node_id=node.node_id, role=node.role, state="full",
+        rendered=rendered, tokens=node_item_tokens(node.token_counts, rendered, None, None),
+        ord=ord_, touched_at=node.created_at, name=node.name, locked=pinned,
+        is_anchor=node.role == "system" or (node.role == "user" and first_user),
+    )  # fmt: skip
+
+
+def add_node_items(ctx: WorkingContext, new_nodes: Iterable[NodeLike], pinned: set[str],
+                   texts: Texts) -> None:  # fmt: skip
+    for node in new_nodes:
+        if node.role in STRUCTURAL:
+            continue
+        item = node_item(node, texts(node), ctx.next_ord(), node.node_id in pinned,
+                         ctx.first_user is None)  # fmt: skip
+        cut = cap_item(item, ctx.policy)  # before add, so the total counts the capped text
+        ctx.add(item)
+        if cut:
+            ctx.audit(item, "full", "full", "per_item_cap", cut)
+        dedup_result(ctx, item)
+
+
+def touch_reads(ctx: WorkingContext, new_nodes: Iterable[NodeLike]) -> None:
+    for node in new_nodes:
+        for read in node.reads:
+            item = ctx.items.get(read)
+            if item is not None:
+                ctx.touch(item, node.created_at)
+
+
+def sync_pins(ctx: WorkingContext, pinned: set[str]) -> None:
+    """Locks follow the session's pins; an unpinned tool may now be due for aging."""
+    for item_id in list(ctx.pin_locked - pinned):
+        item = ctx.items.get(item_id)
+        if item is not None:
+            ctx.set_locked(item, False)
+            age_one(ctx, item)
+    for item_id in pinned - ctx.pin_locked:
+        item = ctx.items.get(item_id)
+        if item is not None and not item.locked:
+            ctx.set_locked(item, True)
+
+
+def definition_tokens(names: Iterable[str]) -> int:
+    return sum(count_tokens(name) + TOOL_DEFINITION_OVERHEAD for name in names)
+
+
+def tool_tokens(ctx: WorkingContext) -> int:
+    """The tool definitions ``render`` lists (``domain.render.listed_tools``), counted."""
+    if ctx.policy.drop_summarized_tools:
+        return definition_tokens(listed_tools(ctx.items.values(), drop_summarized=True))
+    return definition_tokens(ctx.tool_names)  # the index counts every tool item
+
+
+def budget_of(ctx: WorkingContext, session: SessionLike) -> Budget:
+    window, _ = window_for(session.model, session.context_window)
+    return Budget.split(window, ctx.system_tokens, tool_tokens(ctx), ctx.policy)
+
+
+def run_rules(ctx: WorkingContext, session: SessionLike, now: float) -> StepResult:
+    """The rules, in order, on a context whose items are in place."""
+    budget = budget_of(ctx, session)
+    run_batched_rules(ctx, budget, now)
+    over = guard_window(ctx, budget) if ctx.policy.generation >= 2 else None
+    return StepResult(summary_request(ctx, budget), over)
+
+
+def apply_step(
+    ctx: WorkingContext,
+    *,
+    session: SessionLike,
+    new_nodes: list[Any],
+    texts: Texts,
+    now: float,
+    removes: Iterable[str] = (),
+    extra: Callable[[WorkingContext], None] | None = None,
+) -> StepResult:
+    """One commit's worth of change to ``ctx`` (owned by the caller)."""
+    pinned = set(session.pinned)
+    for item_id in removes:
+        ctx.remove(item_id)
+    add_node_items(ctx, new_nodes, pinned, texts)
+    if extra is not None:
+        # The base may predate a pin (a checkout back to an older head): locks
+        # must be current before a summary folds or a merge adopts anything.
+        sync_pins(ctx, pinned)
+        extra(ctx)
+    touch_reads(ctx, new_nodes)
+    sync_pins(ctx, pinned)
+    return run_rules(ctx, session, now)
+
+
+def forced_request(items: list[Item], session: SessionLike, policy: Policy) -> JSON | None:
+    """'Compact now': the run a summary would fold if history were over the threshold."""
+    ctx = WorkingContext.from_items(policy, [i.copy() for i in items])
+    budget = budget_of(ctx, session)
+    history = max(0, ctx.total_tokens - ctx.system_tokens)
+    return summary_request(ctx, replace(budget, compact_at=-1, history=history))
+
+
+def measure(items: list[Item], session: SessionLike, policy: Policy) -> tuple[Budget, JSON]:
+    """The budget of a commit and what its items use of it, as the rules count them."""
+    ctx = WorkingContext.from_items(policy, items)
+    budget = budget_of(ctx, session)
+    history = ctx.total_tokens - ctx.system_tokens
+    used = {"system": ctx.system_tokens, "tools": budget.tools, "history": history}
+    return budget, used

@@ -1,0 +1,152 @@
+"""The window guard: every commit's request fits ``window - output_reserve``, or says why not.
+
+The other rules keep a session comfortable when things go as planned:
+aging, clearing, and a summary an LLM writes when history passes
+``compact_at``.  None of that is guaranteed to happen in time: the summarizer
+may be down or compaction off, a single turn may bring 20 KB of tool output,
+a merge may bring a whole peer.  So after them, if the request (system +
+tool definitions + history, counted as ``/budget`` counts) is still over
+the limit, the guard folds without an LLM, with the deterministic
+extractive summarizer, in this order, each step only while still over:
+
+1. fold the oldest foldable runs outside the tail window (earlier summaries
+   included, so folds nest), down to ``summary_target`` of the history
+   budget, so the next turns have room and the prefix stays put a while;
+2. age the tool results in the tail window, oldest first;
+3. clear aged items, oldest first;
+4. fold the tail window too, oldest first (even the newest turn);
+5. fold the first user message, the one anchor a rule may touch.
+
+Pinned items, system prompts and tool definitions are never touched.  If
+they alone do not fit, the commit says so: ``over_window`` with the limit,
+what the request uses, the shortfall and what it is made of.  A merge's
+frozen base yields to the guard: the freeze keeps a prefix stable, the
+guard keeps the request sendable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from domain.budget import Budget
+from domain.context import Item
+from domain.rules.idle_clearing import clear
+from domain.rules.summarize import fold_summary, foldable_states
+from domain.rules.tool_aging import agable, age_item
+from domain.summarizer import ExtractiveSummarizer
+from domain.working_context import WorkingContext
+
+RULE = "window_guard"
+SUMMARIZER = ExtractiveSummarizer()
+SUMMARY_ALLOWANCE = 400  # tokens a fold's own summary may take (1,200 chars at most)
+
+
+def guard_window(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | None:
+    """Bring the request within the limit; the over-window record if it cannot be."""
+    limit = budget.window - budget.output_reserve
+    fixed = budget.tools
+
+    def used() -> int:
+        return ctx.total_tokens + fixed  # system items are part of the total
+
+    if used() <= limit:
+        return None
+    before = used()
+    why = f"; request {before} tokens > limit {limit} (window {budget.window} - reserve " \
+          f"{budget.output_reserve})"  # fmt: skip
+    tail = ctx.tail_boundary()
+    target = fixed + ctx.system_tokens + int(budget.history * ctx.policy.summary_target)
+    _fold(ctx, lambda: used() - target, why, before_ord=tail if tail is not None else -1)
+    if used() > limit:
+        for item in ctx.in_order():
+            if used() <= limit:
+                break
+            if agable(ctx, item):
+                ctx.frozen.discard(item.item_id)
+                age_item(ctx, item, ctx.turns_after(item.ord), why)
+    if used() > limit:
+        for item in ctx.aged_in_order():
+            if used() <= limit:
+                break
+            if not item.locked:
+                ctx.frozen.discard(item.item_id)
+                clear(ctx, item.item_id, RULE, f"cleared to fit{why}")
+    if used() > limit:
+        _fold(ctx, lambda: used() - limit, why)
+    if used() > limit:
+        _fold(ctx, lambda: used() - limit, why, anchors=True)
+    if used() <= limit:
+        return None
+    return _over(ctx, budget, limit, used())
+
+
+def _fold(ctx: WorkingContext, need: Callable[[], int], why: str, before_ord: int | None = None,
+          anchors: bool = False) -> None:  # fmt: skip
+    """Fold runs of foldable units, oldest first, while ``need()`` is positive.
+
+    A unit is one item or a whole attach block; a run ends at anything that
+    may not fold (a pin, a system prompt, an anchor) and at ``before_ord``.
+    """
+    states = foldable_states(ctx.policy)
+
+    def may_fold(item: Item) -> bool:
+        return (item.state in states and not item.locked and item.role != "system"
+                and (anchors or not item.is_anchor))  # fmt: skip
+
+    run: list[Item] = []
+    gathered = 0
+    visible = list(ctx.iter_visible())
+    index = 0
+    while index < len(visible) and need() > 0:
+        item = visible[index]
+        stop = index + 1
+        if item.attached_from:
+            while stop < len(visible) and visible[stop].attached_from == item.attached_from:
+                stop += 1
+        unit = visible[index:stop]
+        outside = before_ord is None or unit[-1].ord < before_ord
+        if outside and all(may_fold(member) for member in unit):
+            run.extend(unit)
+            gathered += sum(member.tokens for member in unit)
+            index = stop
+            if gathered < need() + SUMMARY_ALLOWANCE and index < len(visible):
+                continue  # gather more before folding, while the run can go on
+        else:
+            index = stop
+        if run and (len(run) > 1 or run[0].state != "summary"):
+            _fold_run(ctx, run, why, anchors)
+        run, gathered = [], 0
+        if not outside:
+            break
+    if run and (len(run) > 1 or run[0].state != "summary") and need() > 0:
+        _fold_run(ctx, run, why, anchors)
+
+
+def _fold_run(ctx: WorkingContext, run: list[Item], why: str, anchors: bool) -> None:
+    for item in run:
+        ctx.frozen.discard(item.item_id)
+    text = SUMMARIZER.summarize(
+        [{"item_id": i.item_id, "role": i.role, "name": i.name, "rendered": i.rendered}
+         for i in run]
+    )  # fmt: skip
+    ctx.folds += 1
+    summary_id = f"fold:{ctx.step_key}:{ctx.folds}"
+    fold_summary(ctx, summary_id, [i.item_id for i in run], text, SUMMARIZER.name,
+                 rule=RULE, why=why, anchors=anchors)  # fmt: skip
+
+
+def _over(ctx: WorkingContext, budget: Budget, limit: int, used: int) -> dict[str, Any]:
+    """What is left and why it cannot shrink: only what no rule may touch (or one summary)."""
+    visible = list(ctx.iter_visible())
+    pinned = sum(i.tokens for i in visible if i.locked and i.role != "system")
+    summaries = sum(i.tokens for i in visible if i.state == "summary" and not i.locked)
+    other = used - budget.tools - ctx.system_tokens - pinned - summaries
+    return {
+        "over_window": True, "limit": limit, "used": used, "shortfall": used - limit,
+        "reason": (f"what no rule may fold needs {used} tokens > limit {limit}: system "
+                   f"{ctx.system_tokens}, tool definitions {budget.tools}, pinned {pinned}, "
+                   f"summaries {summaries}, other {other}"),
+        "system": ctx.system_tokens, "tools": budget.tools, "pinned": pinned,
+        "summaries": summaries, "other": other,
+    }  # fmt: skip
