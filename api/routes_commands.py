@@ -137,6 +137,16 @@ async def switch_model(request: Request) -> Response:
     return _reply(200, sid, version, model=body.model, context_window=body.context_window)
 
 
+async def configure_compaction(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.ConfigureCompaction)
+    _, version = await _execute(request, "configure_compaction", sid,
+                                **body.model_dump(exclude={"expected_version", "at"}),
+                                expected_version=body.expected_version, at=body.at)  # fmt: skip
+    return _reply(200, sid, version, instructions=body.instructions,
+                  summarizer_model=body.summarizer_model)  # fmt: skip
+
+
 async def compact(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Compact)
@@ -182,6 +192,9 @@ ENDPOINTS = [
              s.FinishRun, errors=STALE),
     Endpoint("POST", f"{S}/model", switch_model, "Switch the session's model", s.SwitchModel,
              errors=STALE),
+    Endpoint("POST", f"{S}/compaction", configure_compaction,
+             "Set this session's summarizer instructions and model (recorded as an event)",
+             s.ConfigureCompaction, errors=STALE),
     Endpoint("POST", f"{S}/compact", compact, "Summarize the run the head commit asks for",
              s.Compact, status=201, errors=(409, 502)),
 ]  # fmt: skip

@@ -123,6 +123,17 @@ class SwitchModel(Command):
     context_window: int | None = Field(None, gt=0)
 
 
+class ConfigureCompaction(Command):
+    """Each field ``null`` (or left out) to clear it."""
+
+    instructions: str | None = Field(
+        None, max_length=4_000, description="given to the summarizer with every request"
+    )
+    summarizer_model: str | None = Field(
+        None, min_length=1, max_length=128, description="the model an LLM summarizer uses"
+    )
+
+
 class Compact(Body):
     expected_version: int | None = None
 
@@ -162,7 +173,7 @@ class EmptyQuery(Query):
 BODIES: dict[str, type[BaseModel]] = {
     m.__name__: m
     for m in (StartSession, AppendNode, AddSibling, Checkout, Branch, NodeRef, Attach,
-              Merge, Usage, StartRun, FinishRun, SwitchModel, Compact)
+              Merge, Usage, StartRun, FinishRun, SwitchModel, ConfigureCompaction, Compact)
 }  # fmt: skip
 
 

@@ -316,6 +316,16 @@ class CtxStore(Application[UUID]):
     ) -> tuple[None, int]:
         return self._command(session_id, expected_version, lambda s: s.measure_usage(**kwargs))
 
+    def configure_compaction(
+        self, session_id: UUID | str, instructions: str | None = None,
+        summarizer_model: str | None = None, expected_version: int | None = None,
+        at: datetime | None = None,
+    ) -> tuple[None, int]:  # fmt: skip
+        return self._command(
+            session_id, expected_version,
+            lambda s: s.configure_compaction(instructions, summarizer_model, at),
+        )  # fmt: skip
+
     def record_summary(
         self, session_id: UUID | str, covered: list[str], text: str, summarizer: str,
         commit: str, expected_version: int | None = None, at: datetime | None = None,

@@ -184,3 +184,19 @@ class SummaryRecorded(Aggregate.Event):
     text: str
     summarizer: str
     commit: str
+
+
+class CompactionConfigured(Aggregate.Event):
+    """How this session's summaries are to be written, from the next compaction on.
+
+    ``instructions`` go to the summarizer with every request (what to keep,
+    in which language, ...); ``summarizer_model`` picks the model an LLM
+    summarizer uses for this session.  ``None`` clears a setting.
+    """
+
+    instructions: str | None
+    summarizer_model: str | None
+
+    def apply(self, aggregate: Any) -> None:
+        aggregate.compaction = {"instructions": self.instructions,
+                                "summarizer_model": self.summarizer_model}  # fmt: skip

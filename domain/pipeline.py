@@ -19,7 +19,7 @@ from domain.budget import Budget
 from domain.catalogue import window_for
 from domain.context import Item
 from domain.policy import Policy
-from domain.render import listed_tools
+from domain.render import call_framing, listed_tools
 from domain.rules.batching import run_batched_rules
 from domain.rules.dedup import dedup_result
 from domain.rules.summarize import summary_request
@@ -63,7 +63,7 @@ class StepResult:
 
 
 def node_item(node: NodeLike, texts: tuple[str, str | None], ord_: int, pinned: bool,
-              first_user: bool) -> Item:  # fmt: skip
+              first_user: bool, policy: Policy | None = None) -> Item:  # fmt: skip
     """A node as a fresh ``full`` item."""
     rendered, call = texts
     if node.role == "tool":
@@ -71,12 +71,15 @@ def node_item(node: NodeLike, texts: tuple[str, str | None], ord_: int, pinned: 
         is_error = bool(node.meta.get("is_error")) or (
             isinstance(output, dict) and "error" in output
         )
-        return Item(
+        item = Item(
             item_id=node.node_id, source_node_id=node.node_id, role="tool", state="full",
             rendered=rendered, ord=ord_, touched_at=node.created_at, name=node.name, call=call,
             tokens=node_item_tokens(node.token_counts, rendered, call, node.name),
             has_result=output is not None, is_error=is_error, locked=pinned,
         )  # fmt: skip
+        if policy is not None and policy.generation >= 2:
+            item.tokens += call_framing(item)
+        return item
     return Item(
         item_id=node.node_id, source_node_id=node.node_id, role=node.role, state="full",
         rendered=rendered, tokens=node_item_tokens(node.token_counts, rendered, None, None),
@@ -91,7 +94,7 @@ def add_node_items(ctx: WorkingContext, new_nodes: Iterable[NodeLike], pinned: s
         if node.role in STRUCTURAL:
             continue
         item = node_item(node, texts(node), ctx.next_ord(), node.node_id in pinned,
-                         ctx.first_user is None)  # fmt: skip
+                         ctx.first_user is None, ctx.policy)  # fmt: skip
         cut = cap_item(item, ctx.policy)  # before add, so the total counts the capped text
         ctx.add(item)
         if cut:

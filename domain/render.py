@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.context import ContextCommit, Item
+from domain.tokens import count_tokens
 
 Block = dict[str, Any]
 Message = dict[str, Any]
@@ -58,6 +59,23 @@ def tool_call_id(item_id: str) -> str:
     if _PROVIDER_ID.fullmatch(item_id):
         return item_id
     return "call_" + _digest(item_id)[:32]
+
+
+# What a tool call costs beyond its arguments and result: the tool_use and
+# tool_result blocks' own structure, and the call id, which both name.
+TOOL_FRAMING = 12
+
+
+def call_framing(item: Item) -> int:
+    """Tokens a tool item's call and result blocks add around its text, as rendered.
+
+    A commit's items are counted one by one; without this a session of many
+    short tool calls with long ids (a UUID costs ~20 tokens, and is sent
+    twice) rendered twice what its budget counted.
+    """
+    if item.role != "tool" or not item.has_result or item.call is None:
+        return 0
+    return 2 * count_tokens(tool_call_id(item.item_id)) + TOOL_FRAMING
 
 
 def tool_name(name: str | None) -> str:

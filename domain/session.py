@@ -83,6 +83,7 @@ class Session(ContextCommands, Aggregate):
         self.next_seq = 1
         self.head: str | None = branched_from["node_id"] if branched_from else None
         self.running: str | None = None
+        self.compaction: JSON = {"instructions": None, "summarizer_model": None}
         # A branch keeps the pins its source had on the chain it branched from.
         self.pinned: list[str] = list(branched_from.get("pinned", [])) if branched_from else []
 

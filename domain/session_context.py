@@ -12,11 +12,19 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from domain import errors
-from domain.events import AttachStaged, MergeCompleted, MergeStarted, SummaryRecorded, UsageMeasured
-from domain.limits import MAX_LABEL, check_count, check_id
+from domain.events import (
+    AttachStaged,
+    CompactionConfigured,
+    MergeCompleted,
+    MergeStarted,
+    SummaryRecorded,
+    UsageMeasured,
+)
+from domain.limits import MAX_LABEL, check_count, check_id, check_label
 from domain.nodes import NodeRef
 
 JSON = dict[str, Any]
+MAX_INSTRUCTIONS = 4_000  # characters: a prompt addendum, not a document
 
 
 class ContextCommands:
@@ -139,3 +147,16 @@ class ContextCommands:
             timestamp=at,
         )
         return summary_id
+
+    def configure_compaction(
+        self,
+        instructions: str | None = None,
+        summarizer_model: str | None = None,
+        at: datetime | None = None,
+    ) -> None:
+        """Per-session summarizer instructions and model (each ``None`` to clear)."""
+        check_label("instructions", instructions, MAX_INSTRUCTIONS)
+        if summarizer_model is not None:
+            check_id("summarizer_model", summarizer_model, MAX_LABEL)
+        self.trigger_event(CompactionConfigured, instructions=instructions or None,
+                           summarizer_model=summarizer_model, timestamp=at)  # fmt: skip

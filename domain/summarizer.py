@@ -148,6 +148,7 @@ class OpenAICompatibleSummarizer:
         api_key: str | None = None,
         timeout: float = 30,
         max_tokens: int = 400,
+        instructions: str | None = None,
     ) -> None:
         if not base_url:
             raise ValueError("base_url is required")
@@ -158,7 +159,15 @@ class OpenAICompatibleSummarizer:
         self.api_key = api_key
         self.timeout = timeout
         self.max_tokens = max_tokens
+        self.instructions = instructions
         self.name = f"openai:{model}"
+
+    def for_session(self, instructions: str | None, model: str | None) -> Summarizer:
+        """This summarizer with a session's own instructions and model (``None``: keep)."""
+        return OpenAICompatibleSummarizer(
+            self.base_url, model or self.model, self.api_key, self.timeout, self.max_tokens,
+            instructions if instructions is not None else self.instructions,
+        )  # fmt: skip
 
     @property
     def url(self) -> str:
@@ -170,7 +179,15 @@ class OpenAICompatibleSummarizer:
             "temperature": 0,
             "max_tokens": self.max_tokens,
             "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
+                {
+                    "role": "system",
+                    "content": SYSTEM_PROMPT
+                    + (
+                        f"\n\nInstructions for this session: {self.instructions}"
+                        if self.instructions
+                        else ""
+                    ),
+                },
                 {"role": "user", "content": transcript(items)},
             ],
         }
@@ -194,6 +211,22 @@ class OpenAICompatibleSummarizer:
         if not isinstance(content, str) or not content.strip():
             raise SummarizerError("summarizer returned an empty summary")
         return content.strip()
+
+
+def for_session(summarizer: Summarizer, compaction: Mapping[str, Any] | None) -> Summarizer:
+    """``summarizer`` as a session configured it (``CompactionConfigured``).
+
+    A summarizer without ``for_session`` (the offline one: it follows no
+    instructions and has no model) is used as it is.
+    """
+    configure = getattr(summarizer, "for_session", None)
+    if configure is None or not compaction:
+        return summarizer
+    if compaction.get("instructions") is None and compaction.get("summarizer_model") is None:
+        return summarizer
+    configured: Summarizer = configure(compaction.get("instructions"),
+                                       compaction.get("summarizer_model"))  # fmt: skip
+    return configured
 
 
 def summarizer_from_env(env: Mapping[str, str] | None = None) -> Summarizer:

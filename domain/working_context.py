@@ -17,6 +17,7 @@ from typing import Any
 
 from domain.context import ORD_STEP, STATES, Item, Transition, tightens
 from domain.policy import Policy
+from domain.render import call_framing
 from domain.tokens import item_tokens
 
 
@@ -29,6 +30,23 @@ def never_folds(item: Item, generation: int = 2) -> bool:
     if item.attached_from is not None:
         return False
     return item.is_anchor or (generation < 2 and item.state == "summary")
+
+
+_SAME: Any = object()
+
+
+def tokens_of(item: Item, policy: Policy, rendered: str | None = None,
+              call: str | None = _SAME) -> int:  # fmt: skip
+    """What ``item`` costs with ``rendered`` and ``call`` (default: its own), as rendered.
+
+    Generation 2 counts a tool call's blocks and ids too (``render.call_framing``).
+    """
+    text = item.rendered if rendered is None else rendered
+    args = item.call if call is _SAME else call
+    tokens = item_tokens(text, args, item.name)
+    if policy.generation >= 2 and item.role == "tool" and args is not None:
+        tokens += call_framing(item)
+    return tokens
 
 
 def result_key(item: Item) -> str:
@@ -273,12 +291,12 @@ class WorkingContext:
         self._release(item)
         self._forget_result(item)
         item.rendered, item.call = rendered, call
-        self.retoken(item, item_tokens(rendered, call, item.name))
+        self.retoken(item, tokens_of(item, self.policy))
 
     def refer(self, item: Item, original: Item, rendered: str) -> None:
         """Show a fresh ``item`` as a reference to ``original``'s equal result."""
         item.rendered, item.dedup_of = rendered, original.item_id
-        self.retoken(item, item_tokens(rendered, item.call, item.name))
+        self.retoken(item, tokens_of(item, self.policy))
         self.dedups.setdefault(original.item_id, []).append(item.item_id)
 
     def _release(self, original: Item) -> None:
@@ -291,7 +309,7 @@ class WorkingContext:
             if item.state != "full":
                 continue
             item.rendered = original.rendered
-            self.retoken(item, item_tokens(item.rendered, item.call, item.name))
+            self.retoken(item, tokens_of(item, self.policy))
             self.results.setdefault(result_key(item), item.item_id)
             self.audit(
                 item,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from domain.context import STATE_ORDER, Item
 from domain.tokens import item_tokens
-from domain.working_context import WorkingContext
+from domain.working_context import WorkingContext, tokens_of
 from projections.records import NodeRow
 
 if TYPE_CHECKING:
@@ -67,7 +67,6 @@ def _shown_in_full(item: Item, by_id: dict[str, Item]) -> Item:
         return item
     full = item.copy()
     full.rendered, full.dedup_of = original.rendered, None
-    full.tokens = item_tokens(full.rendered, full.call, full.name)
     return full
 
 
@@ -99,7 +98,10 @@ def expand_attach(projector: Projector, ctx: WorkingContext, node: NodeRow) -> N
     ctx.add(_marker(node, "open", f"[Attached context from session {source}, head {head}]",
                     key, at, ctx.next_ord()))  # fmt: skip
     for item in copies:
-        ctx.add(_copy(item, f"{node.node_id}:{item.item_id}", ctx.next_ord(), key))
+        copy = _copy(item, f"{node.node_id}:{item.item_id}", ctx.next_ord(), key)
+        if ctx.policy.generation >= 2:  # its own id, and maybe its own text: its own count
+            copy.tokens = tokens_of(copy, ctx.policy)
+        ctx.add(copy)
     ctx.add(_marker(node, "close", "[End of attached context]", key, at, ctx.next_ord()))
 
 
@@ -159,4 +161,6 @@ def merge_peers(projector: Projector, ctx: WorkingContext, peer_commits: list[st
                     shown = _shown_in_full(item, by_id)  # the reference would point nowhere
             peer = _copy(shown, item.item_id, ctx.next_ord(), item.attached_from)
             peer.merged_into = item.merged_into
+            if shown is not item:
+                peer.tokens = tokens_of(peer, ctx.policy)
             ctx.add(peer)

@@ -313,6 +313,10 @@ class Projector:
             session.pinned = sorted(set(session.pinned) - {event.node_id})
         self.recommit_head(info, session)
 
+    def on_compaction(self, event: Any, info: EventInfo, session: SessionRow) -> None:
+        settings = {"instructions": event.instructions, "summarizer_model": event.summarizer_model}
+        session.compaction = settings if any(v is not None for v in settings.values()) else None
+
     def on_usage(self, event: Any, info: EventInfo, session: SessionRow) -> None:
         self.outbox.usage.append({
             "notification_id": info.notification_id, "session_id": info.session_id,
@@ -359,4 +363,5 @@ HANDLERS: dict[str, Callable[[Projector, Any, EventInfo, SessionRow], None]] = {
     "MergeCompleted": Projector.on_merge,
     "UsageMeasured": Projector.on_usage,
     "SummaryRecorded": Projector.on_summary,
+    "CompactionConfigured": Projector.on_compaction,
 }

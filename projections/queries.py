@@ -37,7 +37,7 @@ def sessions(projector: Projector) -> list[dict[str, Any]]:
     return [
         {"session_id": s.session_id, "title": s.title, "model": s.model, "head": s.head,
          "version": s.version, "running": s.running, "branched_from": s.branched_from,
-         "created_at": s.created_at}
+         "created_at": s.created_at, "compaction": s.compaction}
         for s in rows
     ]  # fmt: skip
 
@@ -108,42 +108,6 @@ def timeline_after(
         }  # fmt: skip
         for r in rows
     ], last
-
-
-def explain(projector: Projector, store: ProjectionStore, session_id: str,
-            node_id: str) -> dict[str, Any]:  # fmt: skip
-    session = session_row(projector, session_id)
-    if node_id not in projector.dag.nodes:
-        raise errors.NodeNotFound(f"unknown node {node_id!r}", node_id=node_id)
-    c = t.transitions.c
-    query = (
-        select(t.transitions)
-        .where(c.session_id == session.session_id, c.source_node_id == node_id)
-        .order_by(c.notification_id, c.ordinal)
-    )
-    with store.engine.connect() as conn:
-        rows = conn.execute(query).all()
-    current = None
-    commit_id = head_commit_id(projector, session)
-    if commit_id:
-        for item in projector.items_of(commit_id):
-            if item.source_node_id == node_id:
-                current = {"item_id": item.item_id, "state": item.state, "locked": item.locked,
-                           "reason": item.reason, "tokens": item.tokens}  # fmt: skip
-    owner = projector.dag.nodes[node_id].session_id
-    if not rows and current is None and owner not in projector.lineage(session.session_id):
-        # Another session's node, never brought into this one by attach or merge.
-        raise errors.NodeNotFound(f"node {node_id!r} is not part of session "
-                                  f"{session.session_id}", node_id=node_id)  # fmt: skip
-    return {
-        "session_id": session.session_id, "node_id": node_id, "current": current,
-        "transitions": [
-            {k: getattr(r, k) for k in ("item_id", "from_state", "to_state", "rule",
-                                        "rules_version", "event_id", "event_seq",
-                                        "commit_id", "inputs")}
-            for r in rows
-        ],
-    }  # fmt: skip
 
 
 def dag(projector: Projector, session_id: str) -> dict[str, Any]:

@@ -74,6 +74,7 @@ class SessionRow:
     created_at: float
     graph_position: int
     notification_id: int
+    compaction: dict[str, Any] | None = None  # CompactionConfigured: instructions, model
 
     def to_row(self) -> dict[str, Any]:
         return {
@@ -83,6 +84,7 @@ class SessionRow:
             "branched_from": dumps(self.branched_from) if self.branched_from else None,
             "version": self.version, "created_at": self.created_at,
             "graph_position": self.graph_position, "notification_id": self.notification_id,
+            "compaction": dumps(self.compaction) if self.compaction else None,
         }  # fmt: skip
 
     @classmethod
@@ -93,6 +95,7 @@ class SessionRow:
             m["running"], json.loads(m["pinned"]),
             json.loads(m["branched_from"]) if m["branched_from"] else None,
             m["version"], m["created_at"], m["graph_position"], m["notification_id"],
+            json.loads(m["compaction"]) if m.get("compaction") else None,
         )  # fmt: skip
 
 

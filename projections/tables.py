@@ -52,6 +52,7 @@ sessions = Table(
     Column("created_at", Float, nullable=False),
     Column("graph_position", BigInteger, nullable=False),  # last event that changed the graph
     Column("notification_id", BigInteger, nullable=False),
+    Column("compaction", Text),  # JSON: the session's summarizer instructions and model
 )
 
 nodes = Table(

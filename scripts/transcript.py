@@ -16,6 +16,7 @@ count every physical line so an error points at the right one)::
      "output_tokens": 80, "head_node": "a1", "provider": "anthropic"}
     {"type": "run_start", "run_id": "run-1"}   {"type": "run_finish", "status": "completed"}
     {"type": "model", "model": "openai:gpt-4o", "context_window": 128000}
+    {"type": "compaction", "instructions": "keep file paths", "summarizer_model": "gpt-4o-mini"}
 
 Each line is one ``CtxStore`` command, so the domain's own rules decide what
 is valid.  Keys per type are fixed: an unknown key is an error (a typo such
@@ -87,6 +88,7 @@ SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "run_start": {"run_id": (STR, False)},
     "run_finish": {"status": (STR, False)},
     "model": {"model": (STR, True), "context_window": (INT, False)},
+    "compaction": {"instructions": (STR, False), "summarizer_model": (STR, False)},
 }  # fmt: skip
 ALIASES = {"edit": "retry", "unpin": "pin"}
 
@@ -232,6 +234,9 @@ def _commands(agg: Session) -> dict[str, Callable[[JSON, datetime], Any]]:
         "run_start": lambda f, at: agg.start_run(f.get("run_id"), at=at),
         "run_finish": lambda f, at: agg.finish_run(f.get("status") or "completed", at=at),
         "model": lambda f, at: agg.switch_model(f["model"], f.get("context_window"), at=at),
+        "compaction": lambda f, at: agg.configure_compaction(
+            f.get("instructions"), f.get("summarizer_model"), at=at
+        ),
     }
 
 

@@ -36,7 +36,10 @@ def run_to_fold(
 
 
 def summarize(summarizer: Summarizer, covered: list[Item]) -> str:
-    """The summarizer's text for ``covered`` (raises ``SummarizerError``)."""
+    """The summarizer's text for ``covered`` (raises ``SummarizerError``).
+
+    Pass the summarizer as the session configured it (``summarizer.for_session``).
+    """
     return summarizer.summarize(
         [{"item_id": i.item_id, "role": i.role, "name": i.name, "rendered": i.rendered,
           "state": i.state} for i in covered]

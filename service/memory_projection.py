@@ -18,7 +18,7 @@ from typing import Any
 from domain.errors import DomainError
 from domain.policy import Policy
 from domain.session import Session
-from domain.summarizer import Summarizer, SummarizerError
+from domain.summarizer import Summarizer, SummarizerError, for_session
 from projections.projector import Projector
 from projections.records import Outbox
 from service.compaction import AUTO_COMPACT_AFTER, run_to_fold, summarize
@@ -61,14 +61,15 @@ class ImportCompactor:
         covered = run_to_fold(self.memory.projector.items_of(commit_id), meta.summary_request)
         if not covered:
             return
+        summarizer = for_session(self.summarizer, agg.compaction)
         try:
-            text = summarize(self.summarizer, covered)
+            text = summarize(summarizer, covered)
         except SummarizerError:
             self.failures += 1  # the line stands; the next one asks again, as over HTTP
             return
         at: Any = agg.modified_on
         try:
-            agg.record_summary([i.item_id for i in covered], text, self.summarizer.name,
+            agg.record_summary([i.item_id for i in covered], text, summarizer.name,
                                commit_id, at=at)  # fmt: skip
         except DomainError:
             return

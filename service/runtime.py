@@ -18,9 +18,10 @@ from domain.application import CtxStore
 from domain.policy import Policy
 from domain.render import render_shape
 from domain.store_config import database_url
-from domain.summarizer import Summarizer, summarizer_from_env
+from domain.summarizer import Summarizer, for_session, summarizer_from_env
 from domain.tokens import check_tokenizer
 from projections import queries as q
+from projections.explain import explain
 from projections.migrate import upgrade
 from projections.processor import Processor
 from projections.store import ProjectionStore
@@ -172,7 +173,7 @@ class Runtime:
 
     def explain(self, session_id: str, node_id: str) -> dict[str, Any]:
         with self._lock:
-            return q.explain(self._projector(), self.store, session_id, node_id)
+            return explain(self._projector(), self.store, session_id, node_id)
 
     def occupancy(self, session_id: str) -> dict[str, Any]:
         with self._lock:
@@ -205,19 +206,21 @@ class Runtime:
                                   self.policy)  # fmt: skip
             if not covered:
                 raise errors.NothingToCompact("no foldable run outside the tail window")
-            text = summarize(self.summarizer, covered)
+            agg = self.app.session(session.session_id)
+            summarizer = for_session(self.summarizer, agg.compaction)
+            text = summarize(summarizer, covered)
             # The summary happens "at" the session's own latest time, not the wall
             # clock: a session driven by recorded times (an import, a replay) must
             # not see hours of idleness appear because compaction ran today.
-            at = self.app.session(session.session_id).modified_on
             summary_id, version = self.app.record_summary(
                 session.session_id, [i.item_id for i in covered], text,
-                self.summarizer.name, commit_id, expected_version=expected_version, at=at,
+                summarizer.name, commit_id, expected_version=expected_version,
+                at=agg.modified_on,
             )  # fmt: skip
             self.catch_up()
             projector = self._projector()
             new_commit = q.head_commit_id(projector, q.session_row(projector, session_id))
             return {"session_id": session.session_id, "version": version,
                     "summary_id": summary_id, "covered": [i.item_id for i in covered],
-                    "summarizer": self.summarizer.name, "computed_for": commit_id,
+                    "summarizer": summarizer.name, "computed_for": commit_id,
                     "commit_id": new_commit}  # fmt: skip

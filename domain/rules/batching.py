@@ -37,7 +37,7 @@ def run_batched_rules(ctx: WorkingContext, budget: Budget, now: float) -> None:
         return
     aging = due_tools(ctx)
     idle = due_idle(ctx, now)
-    saves = sum(aging_saves(ctx, i) for i in aging) + sum(clearing_saves(i) for i in idle)
+    saves = sum(aging_saves(ctx, i) for i in aging) + sum(clearing_saves(ctx, i) for i in idle)
     why = batch_reason(ctx, budget, saves) if aging or idle else None
     if why is None:
         keep_idle(ctx, idle)

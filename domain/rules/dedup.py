@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from domain.context import Item
 from domain.render import tool_call_id
-from domain.tokens import item_tokens
-from domain.working_context import WorkingContext, result_key
+from domain.working_context import WorkingContext, result_key, tokens_of
 
 MIN_SAVING = 32  # tokens: below this a reference is not worth the indirection
 
@@ -36,7 +35,7 @@ def dedup_result(ctx: WorkingContext, item: Item) -> None:
         return
     original = ctx.items[original_id]
     text = reference(original)
-    saved = item.tokens - item_tokens(text, item.call, item.name)
+    saved = item.tokens - tokens_of(item, policy, text)
     if saved < MIN_SAVING:
         return
     ctx.refer(item, original, text)

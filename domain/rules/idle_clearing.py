@@ -9,14 +9,13 @@ from __future__ import annotations
 import heapq
 
 from domain.context import Item
-from domain.tokens import item_tokens
-from domain.working_context import WorkingContext
+from domain.working_context import WorkingContext, tokens_of
 
 PLACEHOLDER = "[cleared: idle tool result]"
 
 
-def clearing_saves(item: Item) -> int:
-    return max(0, item.tokens - item_tokens(PLACEHOLDER, item.call, item.name))
+def clearing_saves(ctx: WorkingContext, item: Item) -> int:
+    return max(0, item.tokens - tokens_of(item, ctx.policy, PLACEHOLDER))
 
 
 def clear(ctx: WorkingContext, item_id: str, rule: str, inputs: str) -> None:

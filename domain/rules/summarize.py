@@ -22,6 +22,7 @@ from domain.tokens import item_tokens
 from domain.working_context import WorkingContext
 
 FOLDABLE = ("full", "aged", "cleared")
+WORTH_A_REQUEST = 400  # tokens: folding less than a summary's own size gains nothing
 FOLDABLE_V2 = (*FOLDABLE, "summary")  # generation 2: summaries fold into higher-level ones
 
 
@@ -68,13 +69,18 @@ class ScanMemo:
 def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | None:
     memo, ctx.request_memo = ctx.request_memo, None  # kept only when renewed below
     used = ctx.total_tokens - ctx.system_tokens
-    if used <= budget.compact_at:
+    target = int(budget.history * ctx.policy.summary_target)
+    threshold = budget.compact_at
+    if ctx.policy.batching and ctx.prefix_changed:
+        # The cache misses from here on anyway: fold down to the target now, if
+        # that is worth a request, so the next turns append to a settled prefix.
+        threshold = min(threshold, target + WORTH_A_REQUEST)
+    if used <= threshold:
         return None
     tail = ctx.policy.tail_turns
     if len(ctx.assistant_ords) < tail:
         return None
     tail_start = ctx.assistant_ords[-tail] if tail else None
-    target = int(budget.history * ctx.policy.summary_target)
     need = used - target
     cap = ctx.policy.summary_max_tokens
     enough = need if cap is None else min(need, cap)  # later requests take the rest

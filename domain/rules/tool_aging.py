@@ -13,8 +13,7 @@ worth a cache miss; otherwise they age as soon as the boundary passes them.
 from __future__ import annotations
 
 from domain.context import Item
-from domain.tokens import item_tokens
-from domain.working_context import WorkingContext
+from domain.working_context import WorkingContext, tokens_of
 
 
 def stub(result: str, is_error: bool) -> str:
@@ -38,8 +37,8 @@ def cut_args(call: str | None, cap: int) -> str | None:
 
 def aging_saves(ctx: WorkingContext, item: Item) -> int:
     """Tokens aging ``item`` would free."""
-    aged = item_tokens(stub(item.rendered, item.is_error),
-                       cut_args(item.call, ctx.policy.args_cap), item.name)  # fmt: skip
+    aged = tokens_of(item, ctx.policy, stub(item.rendered, item.is_error),
+                     cut_args(item.call, ctx.policy.args_cap))  # fmt: skip
     return max(0, item.tokens - aged)
 
 

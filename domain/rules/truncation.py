@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from domain.context import Item
 from domain.policy import Policy
-from domain.tokens import item_tokens
+from domain.working_context import tokens_of
 
 
 def cut_middle(text: str, cap: int) -> tuple[str, int]:
@@ -38,5 +38,5 @@ def cap_item(item: Item, policy: Policy) -> str | None:
         return None
     item.rendered = text
     item.truncated = True
-    item.tokens = item_tokens(item.rendered, item.call, item.name)
+    item.tokens = tokens_of(item, policy)
     return f"result {original} chars > cap {policy.result_cap}; cut {cut}"

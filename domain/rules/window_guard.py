@@ -91,7 +91,8 @@ def _fold(ctx: WorkingContext, need: Callable[[], int], why: str, before_ord: in
     states = foldable_states(ctx.policy)
 
     def may_fold(item: Item) -> bool:
-        return (item.state in states and not item.locked and item.role != "system"
+        own_system = item.role == "system" and item.attached_from is None
+        return (item.state in states and not item.locked and not own_system
                 and (anchors or not item.is_anchor))  # fmt: skip
 
     run: list[Item] = []

@@ -276,3 +276,31 @@ def test_ids_and_names_providers_refuse_become_stable_legal_ones() -> None:
     assert names[0] != names[1], "names that clean up alike stay apart"
     assert render_shape(commit(odd), "anthropic", MODEL) == first, "the same on every render"
     assert tool_call_id("toolu_01ABC") == "toolu_01ABC" and tool_name("grep") == "grep"
+
+
+def test_a_tool_whose_uses_were_all_summarized_stays_listed_unless_dropped() -> None:
+    c = commit(sample())
+    listed = [t["name"] for t in render_commit(c).tools]
+    assert "grep" in listed and "read_file" in listed
+    only_summarized = [item(0, "user", "go"), item(3, "tool", "out", state="summarized",
+                                                    name="legacy_tool", call="{}")]  # fmt: skip
+    assert [t["name"] for t in render_commit(commit(only_summarized)).tools] == ["legacy_tool"]
+    assert render_commit(commit(only_summarized), drop_summarized_tools=True).tools == []
+
+
+def test_cache_breakpoints_mark_tools_system_and_the_last_message() -> None:
+    c = commit(sample())
+    plain = render_shape(c, "anthropic", MODEL)
+    cached = render_shape(c, "anthropic", MODEL, cache=True)
+    mark = {"type": "ephemeral"}
+    assert cached["tools"][-1]["cache_control"] == mark
+    assert all("cache_control" not in t for t in cached["tools"][:-1])
+    assert cached["system"] == [{"type": "text", "text": plain["system"], "cache_control": mark}]
+    assert cached["messages"][-1]["content"][-1]["cache_control"] == mark
+    assert sum(json.dumps(cached).count('"cache_control"') for _ in [0]) == 3
+    assert "cache_control" not in json.dumps(plain), "off unless asked for"
+    stripped = json.loads(
+        json.dumps(cached).replace(', "cache_control": {"type": "ephemeral"}', "")
+    )
+    stripped["system"] = stripped["system"][0]["text"]
+    assert stripped == plain, "the same request, only marked"

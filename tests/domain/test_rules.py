@@ -16,13 +16,14 @@ from domain.budget import Budget
 from domain.context import Item
 from domain.pipeline import touch_reads
 from domain.policy import Policy
+from domain.render import call_framing
 from domain.rules.emergency import emergency_clear
 from domain.rules.idle_clearing import PLACEHOLDER, clear_idle
 from domain.rules.summarize import fold_summary, summary_request
 from domain.rules.tool_aging import age_one, age_tools, cut_args, stub
 from domain.rules.truncation import cap_item
 from domain.tokens import item_tokens
-from domain.working_context import WorkingContext
+from domain.working_context import WorkingContext, tokens_of
 from projections.records import NodeRow
 
 T0 = datetime(2020, 3, 1, tzinfo=UTC).timestamp()  # years before the wall clock
@@ -93,7 +94,8 @@ def test_tool_aging_exactly_at_the_tail_boundary() -> None:
     assert (t.item_id, t.from_state, t.to_state, t.rule) == (tool.item_id, "full", "aged",
                                                              "tool_aging")  # fmt: skip
     assert t.inputs == "assistant turns since: 4 > tail 3"
-    assert tool.tokens == item_tokens(tool.rendered, tool.call, tool.name)
+    assert tool.tokens == tokens_of(tool, b.ctx.policy)
+    assert tool.tokens == item_tokens(tool.rendered, tool.call, tool.name) + call_framing(tool)
 
 
 def test_aging_counts_turns_against_the_policy_tail() -> None:
@@ -183,7 +185,8 @@ def test_per_item_cap_cuts_the_middle_and_says_how_much() -> None:
     assert tool.rendered.startswith("HEAD" + "m" * 1996 + "\n")
     assert tool.rendered.endswith("\n" + "m" * 1996 + "TAIL")
     assert "[… 6000 chars cut by ctxstore …]" in tool.rendered
-    assert tool.tokens == item_tokens(tool.rendered, tool.call, tool.name)
+    assert tool.tokens == tokens_of(tool, b.ctx.policy)
+    assert tool.tokens == item_tokens(tool.rendered, tool.call, tool.name) + call_framing(tool)
 
 
 def test_per_item_cap_leaves_short_results_and_messages_alone() -> None:

@@ -57,11 +57,11 @@ def test_summary_request_takes_the_oldest_run_and_skips_anchors_and_pins() -> No
     assert ids(request) == [n["a1"], n["t1"]], "anchors skipped, the pinned user ends the run"
     assert request is not None
     assert request["tokens"] == b.ctx.items[n["a1"]].tokens + b.ctx.items[n["t1"]].tokens
-    assert request["reason"] == f"history {used} tokens > compact at -1 (80% of 0)"
+    assert request["reason"] == f"history {used} tokens > compact at -1 (85% of 0)"
 
 
 def test_summary_request_stops_once_enough_is_folded() -> None:
-    b = Builder()
+    b = Builder(Policy(summary_target=0.5, batch_trigger=0.0, clear_at_least=0))
     n = conversation(b)
     used = b.ctx.total_tokens - b.ctx.system_tokens
     # target = history * 0.5; need = used - target is tiny: the first unit is enough

@@ -23,6 +23,7 @@ from domain.summarizer import (
     OpenAICompatibleSummarizer,
     Summarizer,
     SummarizerError,
+    for_session,
     summarizer_from_env,
 )
 
@@ -244,3 +245,50 @@ def test_from_env_rejects_bad_configuration() -> None:
         summarizer_from_env({"CTXSTORE_SUMMARIZER": "openai", "CTXSTORE_SUMMARIZER_MODEL": "m"})
     with pytest.raises(ValueError, match="extractive"):
         summarizer_from_env({"CTXSTORE_SUMMARIZER": "magic"})
+
+
+def test_a_session_configures_instructions_and_model(provider: FakeProvider) -> None:
+    base = OpenAICompatibleSummarizer(provider.base_url, "house-model", api_key="sk-test")
+    assert for_session(base, None) is base
+    assert for_session(base, {"instructions": None, "summarizer_model": None}) is base
+    mine = for_session(base, {"instructions": "Keep every file path.",
+                              "summarizer_model": "small-model"})  # fmt: skip
+    assert mine.name == "openai:small-model" and base.name == "openai:house-model"
+    mine.summarize(ITEMS[:1])
+    [req] = provider.requests
+    assert req["body"]["model"] == "small-model" and req["auth"] == "Bearer sk-test"
+    assert req["body"]["messages"][0]["content"].endswith(
+        "Instructions for this session: Keep every file path."
+    )
+    extractive = ExtractiveSummarizer()
+    assert for_session(extractive, {"instructions": "x", "summarizer_model": "y"}) is extractive
+
+
+def test_compaction_settings_are_events_the_next_summary_follows(
+    provider: FakeProvider, store_url: str
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from service.runtime import Runtime
+
+    summarizer = OpenAICompatibleSummarizer(provider.base_url, "house-model")
+    rt = Runtime(store_url, summarizer=summarizer, auto_compact=False)
+    try:
+        t0 = datetime(2026, 1, 1, tzinfo=UTC)
+        sid, _ = rt.execute("start_session", "t", "openai:gpt-4o", at=t0)
+        rt.execute("configure_compaction", sid, "Answer in French.", "petit-modele", at=t0)
+        for n in range(8):
+            rt.execute("append_node", sid, role="user", input=f"q{n}", at=t0 + timedelta(n))
+            rt.execute("append_node", sid, role="assistant", output=f"a{n}", at=t0)
+        done = rt.compact(str(sid))
+        assert done["summarizer"] == "openai:petit-modele"
+        assert provider.requests[-1]["body"]["model"] == "petit-modele"
+        assert "Answer in French." in provider.requests[-1]["body"]["messages"][0]["content"]
+        [row] = [s for s in rt.sessions() if s["session_id"] == str(sid)]
+        assert row["compaction"] == {"instructions": "Answer in French.",
+                                     "summarizer_model": "petit-modele"}  # fmt: skip
+        rt.execute("configure_compaction", sid, None, None, at=t0)
+        [row] = [s for s in rt.sessions() if s["session_id"] == str(sid)]
+        assert row["compaction"] is None
+    finally:
+        rt.close()

@@ -19,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from sqlalchemy import select
 
-from domain.context import tightens
+from domain.context import Item, tightens
+from domain.pipeline import measure
 from domain.policy import Policy
 from projections import tables as t
 from projections.rebuild import _plain, rebuild_and_compare
@@ -60,7 +61,37 @@ class Checker:
             self.check_commit(commit)
         self.check_transitions()
 
+    def check_window(self, commit: dict[str, Any]) -> None:
+        """Invariant 11: the request fits ``window - output_reserve``, or says why not.
+
+        Checked as the commit is made, under the session's window then.  Where
+        it does not fit, only what no rule may fold is left: pins, system
+        prompts, lone summaries (and an attach block a pin holds together).
+        """
+        projector = self.rt.processor.projector
+        assert projector is not None
+        session = projector.dag.sessions[commit["session_id"]]
+        policy = self.rt.processor.policy_of(commit["rules_version"])
+        items = [Item.from_json(i) for i in commit["items"]]
+        budget, used = measure(items, session, policy)
+        limit = budget.window - budget.output_reserve
+        request = used["system"] + used["tools"] + used["history"]
+        over = projector.commits[commit["id"]].over_window
+        if over is None:
+            assert request <= limit, (commit["id"], request, limit)
+            return
+        assert over["shortfall"] == request - limit > 0, over
+        held = {i.attached_from for i in items if i.locked and i.attached_from}
+        for item in items:
+            if item.state == "summarized":
+                continue
+            own_system = item.role == "system" and item.attached_from is None
+            assert (
+                item.locked or own_system or item.state == "summary" or (item.attached_from in held)
+            ), ("foldable item left over the window", item)
+
     def check_commit(self, commit: dict[str, Any]) -> None:
+        self.check_window(commit)
         items = {i["item_id"]: i for i in commit["items"]}
         parents = [self.commits[p] for p in commit["parent_ids"]]
         # invariant 7: only a merge head has several parents
@@ -101,11 +132,11 @@ class Checker:
             item = next(i for i in commit["items"] if i["item_id"] == row.item_id)
             if row.rule == "merge":
                 continue  # the merge adopting a peer's tighter state, before it locks its base
-            if item["locked"] and row.rule == "per_item_cap" and item["base_locked"]:
-                # the cap applies as an item enters; a merge locks its base after that
+            if item["locked"] and row.rule == "per_item_cap":
+                # the cap applies as an item enters (a pin locks it from then on)
                 parents = [self.commits[p]["items"] for p in commit["parent_ids"]]
                 assert all(row.item_id not in {i["item_id"] for i in p} for p in parents), (
-                    "a merge re-added an item a parent held "
+                    "a cap re-applied to an item a parent held"
                 )
                 continue
             assert not item["locked"], f"rule {row.rule} changed locked item {row.item_id}"

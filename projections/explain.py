@@ -1,0 +1,99 @@
+"""Explain: why a node's item is in the state the head shows, rule by rule.
+
+The answer is about the head a user is looking at.  Its history is the
+audit rows of the commits that head descends from (its ancestry across
+merge peers and the source a branch started from), so a branch explains
+the aging its source did before the branch point, a retry that rebuilt an
+item from its node does not repeat the rows of the line it replaced, and
+checking out an older head shows the history up to there.  When a node
+shows as more than one item (its own, and copies an attach or a merge
+brought in), ``current`` is the one the head renders for the node itself,
+and the copies are listed apart; an attach node lists the items it staged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from domain import errors
+from domain.context import Item
+from projections import tables as t
+from projections.projector import Projector
+from projections.queries import head_commit_id, session_row
+from projections.store import ProjectionStore
+
+ROW_FIELDS = ("item_id", "from_state", "to_state", "rule", "rules_version", "event_id",
+              "event_seq", "commit_id", "inputs")  # fmt: skip
+
+
+def ancestry(projector: Projector, commit_id: str | None) -> set[str]:
+    """``commit_id`` and every commit it descends from, through all parents."""
+    seen: set[str] = set()
+    stack = [commit_id] if commit_id else []
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        meta = projector.commits.get(current)
+        if meta is not None:
+            stack.extend(meta.parent_ids)
+    return seen
+
+
+def _item(item: Item) -> dict[str, Any]:
+    return {"item_id": item.item_id, "state": item.state, "locked": item.locked,
+            "reason": item.reason, "tokens": item.tokens,
+            "attached_from": item.attached_from, "merged_into": item.merged_into}  # fmt: skip
+
+
+def _shown(items: list[Item], node_id: str) -> Item | None:
+    """The item that stands for ``node_id`` itself: its own, else a visible copy."""
+    own = [i for i in items if i.source_node_id == node_id]
+    for item in own:
+        if item.item_id == node_id:
+            return item
+    visible = [i for i in own if i.state != "summarized"]
+    candidates = visible or own
+    return candidates[0] if candidates else None
+
+
+def explain(projector: Projector, store: ProjectionStore, session_id: str,
+            node_id: str) -> dict[str, Any]:  # fmt: skip
+    session = session_row(projector, session_id)
+    if node_id not in projector.dag.nodes:
+        raise errors.NodeNotFound(f"unknown node {node_id!r}", node_id=node_id)
+    commit_id = head_commit_id(projector, session)
+    items = projector.items_of(commit_id) if commit_id else []
+    lineage = ancestry(projector, commit_id)
+    sessions = {projector.commits[c].session_id for c in lineage if c in projector.commits}
+    staged = [i for i in items if i.item_id.startswith(f"{node_id}:")]  # an attach's expansion
+    c = t.transitions.c
+    query = (
+        select(t.transitions)
+        .where(c.session_id.in_(sorted(sessions) or [session.session_id]))
+        .where((c.source_node_id == node_id) | c.item_id.in_([i.item_id for i in staged]))
+        .order_by(c.notification_id, c.ordinal)
+    )
+    with store.engine.connect() as conn:
+        rows = [r for r in conn.execute(query).all() if r.commit_id in lineage]
+    shown = _shown(items, node_id)
+    owner = projector.dag.nodes[node_id].session_id
+    if not rows and shown is None and owner not in projector.lineage(session.session_id):
+        # Another session's node, never brought into this one by attach or merge.
+        raise errors.NodeNotFound(f"node {node_id!r} is not part of session "
+                                  f"{session.session_id}", node_id=node_id)  # fmt: skip
+    mine = shown.item_id if shown is not None else node_id
+    by_item: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_item.setdefault(row.item_id, []).append({k: getattr(row, k) for k in ROW_FIELDS})
+    copies = [i for i in items if i.source_node_id == node_id and i.item_id != mine]
+    return {
+        "session_id": session.session_id, "node_id": node_id, "commit_id": commit_id,
+        "current": _item(shown) if shown is not None else None,
+        "transitions": by_item.get(mine, []),
+        "copies": [dict(_item(i), transitions=by_item.get(i.item_id, [])) for i in copies],
+        "staged": [dict(_item(i), transitions=by_item.get(i.item_id, [])) for i in staged],
+    }  # fmt: skip

@@ -1,0 +1,54 @@
+"""The window promise over HTTP: /budget and /render say whether the request fits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.testclient import TestClient
+
+
+def post(client: TestClient, path: str, body: dict[str, Any]) -> Any:
+    response = client.post(path, json=body)
+    assert response.status_code in (200, 201), response.text
+    return response.json()
+
+
+def test_budget_and_render_say_whether_the_request_fits(client: TestClient) -> None:
+    sid = post(client, "/sessions", {"model": "openai:gpt-4o", "context_window": 4_000})[
+        "session_id"
+    ]
+    s = f"/sessions/{sid}"
+    post(client, f"{s}/nodes", {"role": "system", "input": "be brief"})
+    for n in range(40):
+        post(client, f"{s}/nodes", {"role": "user", "input": f"question {n} " + "w " * 80})
+        post(client, f"{s}/nodes", {"role": "assistant", "output": f"answer {n} " + "w " * 80})
+    budget = client.get(f"{s}/budget").json()
+    assert budget["limit"] == budget["window"] - budget["output_reserve"]
+    assert budget["request_tokens"] <= budget["limit"]
+    assert (budget["over_window"], budget["shortfall"]) == (False, 0)
+    render = client.get(f"{s}/render", params={"shape": "anthropic", "cache": "true"}).json()
+    assert render["over_window"] is False
+    assert render["request"]["messages"][-1]["content"][-1]["cache_control"] == {
+        "type": "ephemeral"
+    }
+    # a system prompt alone past the window: the commit says so, and by how much
+    post(client, f"{s}/model", {"model": "openai:gpt-4o", "context_window": 256})
+    post(client, f"{s}/nodes", {"role": "system", "input": "rule " * 400})
+    budget = client.get(f"{s}/budget").json()
+    assert budget["over_window"] and budget["shortfall"] == budget["request_tokens"] - 224
+    assert "system" in budget["over_window_reason"]
+    assert client.get(f"{s}/render").json()["shortfall"] == budget["shortfall"]
+
+
+def test_compaction_settings_over_http(client: TestClient) -> None:
+    sid = post(client, "/sessions", {"model": "openai:gpt-4o"})["session_id"]
+    body = {"instructions": "Keep file paths.", "summarizer_model": "gpt-4o-mini"}
+    done = post(client, f"/sessions/{sid}/compaction", body)
+    assert (done["instructions"], done["summarizer_model"], done["version"]) == (
+        "Keep file paths.", "gpt-4o-mini", 2)  # fmt: skip
+    listed = {s["session_id"]: s for s in client.get("/sessions").json()["sessions"]}
+    assert listed[sid]["compaction"]["summarizer_model"] == "gpt-4o-mini"
+    too_long = client.post(f"/sessions/{sid}/compaction", json={"instructions": "x" * 4_001})
+    assert too_long.status_code == 422
+    events = client.get(f"/sessions/{sid}/events").json()["events"]
+    assert events[-1]["type"] == "CompactionConfigured"
