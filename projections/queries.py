@@ -20,7 +20,7 @@ from domain.rules.summarize import with_item_ids
 from domain.tokens import count_tokens
 from projections import tables as t
 from projections.projector import Projector
-from projections.records import SessionRow
+from projections.records import NodeRow, SessionRow
 from projections.store import ProjectionStore, loads
 
 
@@ -146,6 +146,45 @@ def explain(projector: Projector, store: ProjectionStore, session_id: str,
     }  # fmt: skip
 
 
+AUDIT_FIELDS = ("item_id", "source_node_id", "from_state", "to_state", "rule",
+                "rules_version", "event_id", "event_seq", "inputs")  # fmt: skip
+
+
+def commit_transitions(store: ProjectionStore, session_id: str,
+                       commit_id: str) -> dict[str, Any]:  # fmt: skip
+    """The audit rows a commit wrote: what changed from its parent, and by which rule.
+
+    Rows are written with the commit's own session, so a commit of another
+    session is unknown here, as it is to ``/commits/{cid}``.
+    """
+    c = t.transitions.c
+    query = (
+        select(t.transitions)
+        .where(c.session_id == str(session_id), c.commit_id == commit_id)
+        .order_by(c.notification_id, c.ordinal)
+    )
+    with store.engine.connect() as conn:
+        owner = conn.execute(
+            select(t.commits.c.session_id).where(t.commits.c.commit_id == commit_id)
+        ).scalar()
+        if owner != str(session_id):
+            raise errors.NotFound(f"unknown commit {commit_id}", commit_id=commit_id)
+        rows = conn.execute(query).all()
+    return {"session_id": str(session_id), "commit_id": commit_id,
+            "transitions": [{k: getattr(r, k) for k in AUDIT_FIELDS} for r in rows]}  # fmt: skip
+
+
+def _joins(node: NodeRow) -> list[dict[str, str]]:
+    """The heads a merge or attach node brings in: a DAG view's second parents."""
+    if node.role == "merge":
+        return [{"session_id": str(p.get("session_id", node.session_id)),
+                 "node_id": str(p["node_id"])} for p in node.meta.get("peers", [])]  # fmt: skip
+    if node.role == "attach":
+        return [{"session_id": str(node.meta["source_session"]),
+                 "node_id": str(node.meta["source_head"])}]  # fmt: skip
+    return []
+
+
 def dag(projector: Projector, session_id: str) -> dict[str, Any]:
     session = session_row(projector, session_id)
     ids = projector.dag.by_seq.get(session.session_id, [])
@@ -163,17 +202,20 @@ def dag(projector: Projector, session_id: str) -> dict[str, Any]:
             "parent": node.parent, "edge": node.edge, "call_id": node.call_id,
             "version": versions.index(node.node_id) + 1, "versions": len(versions),
             "sibling_ids": versions, "version_kind": node.version_kind,
-            "created_at": node.created_at,
+            "created_at": node.created_at, "joins": _joins(node),
         })  # fmt: skip
     return {"session_id": session.session_id, "head": session.head,
             "branched_from": session.branched_from, "running": session.running,
             "pinned": session.pinned, "nodes": out}  # fmt: skip
 
 
-def budget(projector: Projector, store: ProjectionStore, session_id: str,
-           policy: Policy) -> dict[str, Any]:  # fmt: skip
-    session = session_row(projector, session_id)
-    window, source = window_for(session.model, session.context_window)
+def _parts(projector: Projector, session: SessionRow, policy: Policy) -> tuple[Budget, int, int]:
+    """The head's budget split, and the system and history tokens it holds.
+
+    Tool definitions are counted as the render step lists them (one per
+    distinct tool), so /budget and /occupancy measure the same request.
+    """
+    window, _ = window_for(session.model, session.context_window)
     commit_id = head_commit_id(projector, session)
     items = projector.items_of(commit_id) if commit_id else []
     visible = [i for i in items if i.state != "summarized"]
@@ -181,19 +223,32 @@ def budget(projector: Projector, store: ProjectionStore, session_id: str,
     tool_names = sorted({i.name or "tool" for i in visible if i.role == "tool"})
     tools = sum(count_tokens(name) + 8 for name in tool_names)
     history = sum(i.tokens for i in visible if i.role != "system")
-    split = Budget.split(window, system, tools, policy)
+    return Budget.split(window, system, tools, policy), system, history
+
+
+def budget(projector: Projector, store: ProjectionStore, session_id: str,
+           policy: Policy) -> dict[str, Any]:  # fmt: skip
+    session = session_row(projector, session_id)
+    window, source = window_for(session.model, session.context_window)
+    split, system, history = _parts(projector, session, policy)
     return {
         "window": window, "window_source": source, "system": split.system,
         "tools": split.tools, "output_reserve": split.output_reserve,
         "history": split.history, "compact_at": split.compact_at,
         "emergency_at": split.emergency_at,
-        "used": {"system": system, "tools": tools, "history": history},
+        "used": {"system": system, "tools": split.tools, "history": history},
         "status": split.status(history), "model": session.model,
     }  # fmt: skip
 
 
-def occupancy(projector: Projector, store: ProjectionStore, session_id: str) -> dict[str, Any]:
-    """Measured when the last usage report is for this graph, else the local estimate."""
+def occupancy(projector: Projector, store: ProjectionStore, session_id: str,
+              policy: Policy | None = None) -> dict[str, Any]:  # fmt: skip
+    """Measured when the last usage report is for this graph, else the local estimate.
+
+    ``breakdown`` splits that same ``total_used`` into system, tool
+    definitions and history, next to the output reserve and what is free, so
+    a ring and its breakdown read one record and cannot disagree.
+    """
     session = session_row(projector, session_id)
     window, _ = window_for(session.model, session.context_window)
     commit_id = head_commit_id(projector, session)
@@ -214,13 +269,42 @@ def occupancy(projector: Projector, store: ProjectionStore, session_id: str) -> 
         and (last.notification_id > session.graph_position)
     ):
         measured = last.input_tokens + last.cache_read
+    split, system, history = _parts(projector, session, policy or Policy())
+    # The estimate is the commit's items plus the tool definitions the request
+    # lists; a provider's measurement covers all of it.
+    total = measured if measured is not None else estimated + split.tools
     return {
         "session_id": session.session_id, "model": session.model, "window": window,
         "head_node_id": session.head, "commit_id": commit_id,
-        "total_used": measured if measured is not None else estimated,
+        "total_used": total,
         "basis": "measured" if measured is not None else "estimated",
         "estimated": estimated,
         "calibration": round(measured / estimated, 4) if measured is not None and estimated
         else None,
         "request_id": last.request_id if measured is not None and last is not None else None,
+        "breakdown": breakdown(total, split, system),
+    }  # fmt: skip
+
+
+def breakdown(total: int, split: Budget, system: int) -> dict[str, Any]:
+    """``total`` split so that system + tools + history == total, and the window's rest.
+
+    System prompt and tool definitions are text we count ourselves; history is
+    what remains of the total, so a measured total's difference from the
+    local estimate shows up in history, the part that varies.  A total below
+    even those two (a usage report that cannot be right) splits them in proportion.
+    """
+    fixed = system + split.tools
+    if total >= fixed:
+        parts = (system, split.tools, total - fixed)
+    else:
+        share = total * system // fixed if fixed else 0
+        parts = (share, total - share, 0)
+    room = split.window - split.output_reserve
+    return {
+        "system": parts[0], "tools": parts[1], "history": parts[2],
+        "output_reserve": split.output_reserve,
+        "free": max(0, room - total), "over": max(0, total - room),
+        "history_budget": split.history, "compact_at": split.compact_at,
+        "emergency_at": split.emergency_at,
     }  # fmt: skip

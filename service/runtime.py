@@ -189,9 +189,14 @@ class Runtime:
         with self._lock:
             return q.explain(self._projector(), self.store, session_id, node_id)
 
+    def commit_transitions(self, session_id: str, commit_id: str) -> dict[str, Any]:
+        with self._lock:
+            session = q.session_row(self._projector(), session_id)
+            return q.commit_transitions(self.store, session.session_id, commit_id)
+
     def occupancy(self, session_id: str) -> dict[str, Any]:
         with self._lock:
-            return q.occupancy(self._projector(), self.store, session_id)
+            return q.occupancy(self._projector(), self.store, session_id, self.policy)
 
     def budget(self, session_id: str) -> dict[str, Any]:
         with self._lock:
