@@ -49,6 +49,7 @@ from uuid import UUID
 from domain.application import CtxStore
 from domain.errors import DomainError
 from domain.session import Session
+from scripts.progress import Progress
 
 JSON = dict[str, Any]
 
@@ -235,10 +236,11 @@ def _commands(agg: Session) -> dict[str, Callable[[JSON, datetime], Any]]:
     }
 
 
-def import_transcript(app: CtxStore, steps: list[Step]) -> UUID:
+def import_transcript(app: CtxStore, steps: list[Step],
+                      progress: Progress | None = None) -> UUID:  # fmt: skip
     """Run the steps as commands on a new session, saved in one write; its id.
 
-    Nothing is stored unless every line is.
+    Nothing is stored unless every line is.  ``progress`` counts the lines run.
     """
     head, *rest = steps
 
@@ -249,6 +251,8 @@ def import_transcript(app: CtxStore, steps: list[Step]) -> UUID:
                 commands[step.type](step.fields, step.at)
             except DomainError as exc:
                 raise _at_line(exc, step.line) from None
+            if progress is not None:
+                progress.advance()
 
     try:
         sid, _ = app.import_session(head.fields.get("title") or "", head.fields["model"],
@@ -275,16 +279,22 @@ def import_file(url: str, path: str | Path) -> str:
 
     The projections catch up before this returns, and the head is compacted
     as the API would have compacted it, so the session's context is ready to
-    serve (and to check) the moment the id is printed.
+    serve (and to check) the moment the id is printed.  On a terminal each
+    long phase shows a progress bar on stderr (``scripts/progress.py``).
     """
     from service.runtime import Runtime  # the parser needs no projections
 
     steps = read(path)
     runtime = Runtime(url)
     try:
-        sid = import_transcript(runtime.app, steps)
-        runtime.catch_up()
-        runtime.compact_as_asked(str(sid))
+        with Progress("import: running lines", len(steps) - 1, "lines") as bar:
+            sid = import_transcript(runtime.app, steps, bar)
+        start = runtime.position()
+        pending = (runtime.app.recorder.max_notification_id() or 0) - start
+        with Progress("import: projecting", pending, "events") as bar:
+            runtime.catch_up(on_page=bar.update)
+        with Progress("import: compacting", None, "summaries") as bar:
+            runtime.compact_as_asked(str(sid), on_summary=bar.update)
     finally:
         runtime.close()
     return str(sid)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from domain import errors
@@ -100,7 +101,8 @@ class Runtime:
             return version
         return None
 
-    def compact_as_asked(self, session_id: str, limit: int = 1_000) -> int:
+    def compact_as_asked(self, session_id: str, limit: int = 1_000,
+                         on_summary: Callable[[int], None] | None = None) -> int:  # fmt: skip
         """Record each summary the head asks for, until it asks for none; how many.
 
         A bulk import arrives as one write, so the compaction the API runs
@@ -114,11 +116,13 @@ class Runtime:
                 if self._auto_compact(session_id) is None:
                     break
                 done += 1
+                if on_summary is not None:
+                    on_summary(done)
         return done
 
-    def catch_up(self) -> int:
+    def catch_up(self, on_page: Callable[[int], None] | None = None) -> int:
         with self._lock:
-            return self.processor.catch_up()
+            return self.processor.catch_up(on_page=on_page)
 
     def position(self) -> int:
         return self.store.position()
