@@ -238,7 +238,17 @@ function renderTimeline() {
 
 async function selectCommit(cid, quiet) {
   ctx.commitId = cid;
+  const back = ctx.timeline.length - ctx.timeline.findIndex((c) => c.commit_id === cid);
+  if (back <= ctx.timeline.length) ctx.timelineShown = Math.max(ctx.timelineShown, back);
   renderTimeline();
+  const entry = document.querySelector(`#timeline li[data-commit="${CSS.escape(cid)}"]`);
+  const list = $("timeline");
+  if (entry) { // scroll the list only, never the page
+    const top = entry.offsetTop - list.offsetTop;
+    if (top < list.scrollTop || top + entry.offsetHeight > list.scrollTop + list.clientHeight) {
+      list.scrollTop = top - list.clientHeight / 3;
+    }
+  }
   const data = await loadCommit(ctx, cid);
   if (ctx.commitId !== cid) return; // another commit was picked meanwhile
   ctx.commitData = data;

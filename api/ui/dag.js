@@ -268,7 +268,7 @@ export function drawDag(host, dag, opts) {
       for (const [id, g] of groups) {
         const node = lay.byId.get(id);
         g.classList.toggle("dim", !node.ext && !inCommit.has(id) && !path.has(id));
-        g.classList.toggle("commit-head", id === commitHead);
+        g.classList.toggle("heads-commit", id === commitHead);
       }
     },
     preview(texts) {

@@ -62,9 +62,9 @@ export function drawBreakdown(host, occ) {
         <td class="muted small">${words}</td>
       </tr>`).join("");
   const basis = occ.basis === "measured"
-    ? `Measured by the provider (request <code>${esc(occ.request_id)}</code>); the local estimate ` +
-      `was ${fmt(occ.estimated)} tokens (×${esc(occ.calibration)}). System and tools are counted ` +
-      "locally, history is the rest of the measured total."
+    ? `Measured by the provider (request <code>${esc(occ.request_id)}</code>): ` +
+      `${esc(occ.calibration)}× the local estimate of ${fmt(occ.estimated)} tokens. System and ` +
+      "tools are counted locally; history is the rest of the measured total."
     : "Estimated with the local tokenizer; a usage report for this head replaces it with " +
       "the provider's count.";
   const over = b.over

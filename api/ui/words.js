@@ -23,6 +23,8 @@ export const ROLES = {
   marker: "attach marker",
 };
 
+import { idLabel } from "./util.js";
+
 const n = (text) => Number(text).toLocaleString("en-US");
 
 export const RULES = {
@@ -65,7 +67,7 @@ export const RULES = {
     why: "past the compaction threshold, the oldest run of items is folded into a summary",
     inputs: [
       [/folded into (\S+) by (\S+)/, (m) =>
-        `Folded into ${m[1]}, written by the ${m[2]} summarizer.`],
+        `Folded into ${idLabel(m[1])}, written by the ${m[2]} summarizer.`],
     ],
   },
   merge: {
