@@ -241,8 +241,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     url = _url(args)
     sid, imported = demo.demo_session(url)
     print(("imported the sample session " if imported else "sample session ") + sid)
-    print(f"database {url}\n\ntry, once the server is up:")
-    print("\n".join(demo.curl_lines(f"http://{args.host}:{args.port}", sid)) + "\n", flush=True)
+    base = f"http://{args.host}:{args.port}"
+    print(f"database {url}\n\nonce the server is up, open the inspector at\n  "
+          f"{demo.inspector_url(base, sid)}\nor try:")  # fmt: skip
+    print("\n".join(demo.curl_lines(base, sid)) + "\n", flush=True)
     return _serve(url, args.host, args.port, 1)
 
 
