@@ -63,7 +63,7 @@ export function drawBreakdown(host, occ) {
       </tr>`).join("");
   const basis = occ.basis === "measured"
     ? `Measured by the provider (request <code>${esc(occ.request_id)}</code>): ` +
-      `${esc(occ.calibration)}× the local estimate of ${fmt(occ.estimated)} tokens. System and ` +
+      `${Number(occ.calibration).toFixed(2)}× the local estimate of ${fmt(occ.estimated)} tokens. System and ` +
       "tools are counted locally; history is the rest of the measured total."
     : "Estimated with the local tokenizer; a usage report for this head replaces it with " +
       "the provider's count.";
