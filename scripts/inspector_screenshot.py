@@ -14,7 +14,8 @@ import argparse
 import time
 
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+        "--disable-background-networking", "--disable-component-update",
+        "--disable-sync"]  # fmt: skip
 
 
 def main() -> None:
