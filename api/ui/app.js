@@ -75,7 +75,8 @@ async function openSession(sid, nodeId) {
   Object.assign(ctx, { sid, dag: null, timeline: [], occupancy: null, commitId: null,
     commitData: null, followHead: true, shownNode: null, selectedItem: null,
     timelineShown: TIMELINE_PAGE, preview: new Map() });  // prettier-ignore
-  const wanted = api.hashParams().get("commit");
+  const params = api.hashParams();
+  const wanted = params.get("session") === sid ? params.get("commit") : null;
   if (!ctx.sessions.some((s) => s.session_id === sid)) await loadSessions();
   ctx.session = ctx.sessions.find((s) => s.session_id === sid) || { session_id: sid };
   renderSessions();
@@ -87,7 +88,7 @@ async function openSession(sid, nodeId) {
   $("item").append(h("p", { class: "muted" }, "Click a node or an item to see why it is " +
     "in its state."));  // prettier-ignore
   await loadDag();
-  if (wanted && wanted !== "undefined") {
+  if (wanted) {
     ctx.followHead = false;
     await selectCommit(wanted);
   }
@@ -168,7 +169,7 @@ ctx.selectItem = (item) => {
   for (const row of document.querySelectorAll(".item-row")) {
     row.classList.toggle("selected", row.dataset.item === item.item_id);
   }
-  if (item.source_node_id && item.role !== "marker") {
+  if (item.source_node_id) {
     ctx.shownNode = item.source_node_id;
     if (ctx.dagView) ctx.dagView.select(item.source_node_id, true);
     renderItem(ctx, $("item"), { nodeId: item.source_node_id, item }).catch(ctx.fail);
@@ -286,6 +287,7 @@ function start() {
     loadSessions().then(() => ctx.sid && openSession(ctx.sid)).catch(ctx.fail);
   });
   $("search").addEventListener("input", renderSessions);
+  $("banner").addEventListener("click", () => ($("banner").hidden = true));
   $("refresh").addEventListener("click", () => loadSessions().catch(ctx.fail));
   $("ring").addEventListener("click", () => {
     const open = $("breakdown").hidden;

@@ -84,14 +84,16 @@ export function layout(dag, headPath) {
     }
     chains.push({ members, start: p ? byId.get(p).row : node.row, end });
   }
-  const taken = []; // lane -> [[start, end], ...]
+  // Chains come in order of their first row, so a lane is free for the next
+  // one exactly when the last chain placed in it ended above that row.
+  const laneEnd = [];
   for (const chain of chains.sort((a, b) => a.start - b.start || a.end - b.end)) {
     let lane = 0;
-    while ((taken[lane] || []).some(([s, e]) => s <= chain.end && chain.start <= e)) lane++;
-    (taken[lane] = taken[lane] || []).push([chain.start, chain.end]);
+    while (lane < laneEnd.length && laneEnd[lane] >= chain.start) lane++;
+    laneEnd[lane] = chain.end;
     for (const m of chain.members) m.lane = lane;
   }
-  const lanes = Math.max(1, taken.length);
+  const lanes = Math.max(1, laneEnd.length);
   for (const node of rows) {
     node.x = PAD + node.lane * LANE;
     node.y = PAD + node.row * ROW;

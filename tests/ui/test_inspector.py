@@ -84,6 +84,12 @@ def test_head_commit_items_show_badges_tokens_and_sources(page: Any, server: Ser
         )
     aged = page.locator("tr.item-row[data-item='t7']")
     expect(aged).to_contain_text("4 assistant turns have passed since this call")
+    # An attach marker belongs to the attach node: the item panel shows that node.
+    page.locator(f"tr.item-row[data-item='{server.tour.attach}:open']").click()
+    expect(page.get_by_test_id("item-title")).to_contain_text("· attach")
+    facts = page.get_by_test_id("item").locator(".facts")
+    expect(facts.locator("dt", has_text="attaches")).to_have_count(1)
+    expect(facts.locator("dd", has_text="n1 of")).to_have_text("n1 of “notes: duration formats”")
 
 
 def test_a_commit_shows_what_changed_from_its_parent_and_by_which_rule(
