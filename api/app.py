@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api import errors, openapi, routes_commands, routes_queries, sse
+from api import errors, openapi, routes_commands, routes_queries, routes_ui, sse
 from service.runtime import Runtime
 
 
@@ -46,7 +46,8 @@ def create_app(runtime: Runtime | None = None) -> Starlette:
                 runtime.close()
 
     app = Starlette(
-        routes=[Route(ep.path, ep.handler, methods=[ep.method]) for ep in ENDPOINTS],
+        routes=[Route(ep.path, ep.handler, methods=[ep.method]) for ep in ENDPOINTS]
+        + routes_ui.ROUTES,
         exception_handlers=errors.HANDLERS,
         lifespan=lifespan,
     )

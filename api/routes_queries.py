@@ -67,6 +67,12 @@ async def commit(request: Request) -> Response:
     return JSONResponse(await _query(request, "commit", sid, cid))
 
 
+async def commit_transitions(request: Request) -> Response:
+    _no_query(request)
+    sid, cid = request.path_params["sid"], request.path_params["cid"]
+    return JSONResponse(await _query(request, "commit_transitions", sid, cid))
+
+
 RENDER_BYTES = 64  # serialised renders kept per app
 
 
@@ -135,6 +141,8 @@ ENDPOINTS = [
     Endpoint("GET", f"{S}/dag", dag, "Every node with its edges and sibling versions"),
     Endpoint("GET", f"{S}/context", context, "The head commit: what the model is fed, and why"),
     Endpoint("GET", f"{S}/commits/{{cid}}", commit, "One context commit"),
+    Endpoint("GET", f"{S}/commits/{{cid}}/transitions", commit_transitions,
+             "The state changes a commit made, each with its rule and measured inputs"),
     Endpoint("GET", f"{S}/render", render, "A commit rendered as a provider request",
              query=s.RenderQuery),
     Endpoint("GET", f"{S}/timeline", timeline, "Every context commit, oldest first"),

@@ -12,6 +12,7 @@ the others wrote since its own position.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from typing import Any
 
 from domain.application import CtxStore
@@ -59,7 +60,12 @@ class Processor:
         index = bisect.bisect_right(self.starts, notification_id) - 1
         return self.policies[max(index, 0)]
 
-    def catch_up(self, page: int = PAGE) -> int:
+    def catch_up(self, page: int = PAGE, on_page: Callable[[int], None] | None = None) -> int:
+        """Project every stored event not projected yet; how many.
+
+        ``on_page`` hears the running count after each committed page (a
+        command line's progress bar).
+        """
         projector = self.projector
         newest = self.app.recorder.max_notification_id() or 0
         if projector is not None and projector.position >= newest:
@@ -83,6 +89,8 @@ class Processor:
                 projector.outbox = Outbox()
                 projector.pending.clear()
                 total += len(notes)
+                if on_page is not None:
+                    on_page(total)
                 if len(notes) < page:
                     break
         except BaseException:

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import select
 
 from domain import errors
+from domain.budget import Budget
 from domain.catalogue import window_for
 from domain.context import ContextCommit
 from domain.pipeline import measure
@@ -20,7 +21,7 @@ from domain.policy import Policy
 from domain.rules.summarize import with_item_ids
 from projections import tables as t
 from projections.projector import Projector
-from projections.records import SessionRow
+from projections.records import CommitMeta, NodeRow, SessionRow
 from projections.store import ProjectionStore, loads
 
 
@@ -110,6 +111,45 @@ def timeline_after(
     ], last
 
 
+AUDIT_FIELDS = ("item_id", "source_node_id", "from_state", "to_state", "rule",
+                "rules_version", "event_id", "event_seq", "inputs")  # fmt: skip
+
+
+def commit_transitions(store: ProjectionStore, session_id: str,
+                       commit_id: str) -> dict[str, Any]:  # fmt: skip
+    """The audit rows a commit wrote: what changed from its parent, and by which rule.
+
+    Rows are written with the commit's own session, so a commit of another
+    session is unknown here, as it is to ``/commits/{cid}``.
+    """
+    c = t.transitions.c
+    query = (
+        select(t.transitions)
+        .where(c.session_id == str(session_id), c.commit_id == commit_id)
+        .order_by(c.notification_id, c.ordinal)
+    )
+    with store.engine.connect() as conn:
+        owner = conn.execute(
+            select(t.commits.c.session_id).where(t.commits.c.commit_id == commit_id)
+        ).scalar()
+        if owner != str(session_id):
+            raise errors.NotFound(f"unknown commit {commit_id}", commit_id=commit_id)
+        rows = conn.execute(query).all()
+    return {"session_id": str(session_id), "commit_id": commit_id,
+            "transitions": [{k: getattr(r, k) for k in AUDIT_FIELDS} for r in rows]}  # fmt: skip
+
+
+def _joins(node: NodeRow) -> list[dict[str, str]]:
+    """The heads a merge or attach node brings in: a DAG view's second parents."""
+    if node.role == "merge":
+        return [{"session_id": str(p.get("session_id", node.session_id)),
+                 "node_id": str(p["node_id"])} for p in node.meta.get("peers", [])]  # fmt: skip
+    if node.role == "attach":
+        return [{"session_id": str(node.meta["source_session"]),
+                 "node_id": str(node.meta["source_head"])}]  # fmt: skip
+    return []
+
+
 def dag(projector: Projector, session_id: str) -> dict[str, Any]:
     session = session_row(projector, session_id)
     ids = projector.dag.by_seq.get(session.session_id, [])
@@ -127,11 +167,26 @@ def dag(projector: Projector, session_id: str) -> dict[str, Any]:
             "parent": node.parent, "edge": node.edge, "call_id": node.call_id,
             "version": versions.index(node.node_id) + 1, "versions": len(versions),
             "sibling_ids": versions, "version_kind": node.version_kind,
-            "created_at": node.created_at,
+            "created_at": node.created_at, "joins": _joins(node),
         })  # fmt: skip
     return {"session_id": session.session_id, "head": session.head,
             "branched_from": session.branched_from, "running": session.running,
             "pinned": session.pinned, "nodes": out}  # fmt: skip
+
+
+def _parts(projector: Projector, session: SessionRow, policy_of: Callable[[str], Policy],
+           ) -> tuple[Budget, dict[str, int], CommitMeta | None]:  # fmt: skip
+    """The head's budget and what its items use of it, as the rules count them.
+
+    The policy is the one the head commit was made under (``policy_of`` its
+    ``rules_version``), so /budget and /occupancy quote the numbers the rules
+    acted on, tool definitions included as the render step lists them.
+    """
+    commit_id = head_commit_id(projector, session)
+    meta = projector.commits[commit_id] if commit_id else None
+    items = projector.items_of(commit_id) if commit_id else []
+    split, used = measure(items, session, policy_of(meta.rules_version if meta else ""))
+    return split, used, meta
 
 
 def budget(projector: Projector, session_id: str,
@@ -139,28 +194,30 @@ def budget(projector: Projector, session_id: str,
     """The head commit's budget, counted by the same function the rules count with."""
     session = session_row(projector, session_id)
     window, source = window_for(session.model, session.context_window)
-    commit_id = head_commit_id(projector, session)
-    meta = projector.commits[commit_id] if commit_id else None
-    items = projector.items_of(commit_id) if commit_id else []
-    policy = policy_of(meta.rules_version) if meta else policy_of("")
-    split, used = measure(items, session, policy)
+    split, used, meta = _parts(projector, session, policy_of)
     over = meta.over_window if meta else None
-    limit = split.window - split.output_reserve
     return {
         "window": window, "window_source": source, "system": split.system,
         "tools": split.tools, "output_reserve": split.output_reserve,
         "history": split.history, "compact_at": split.compact_at,
         "emergency_at": split.emergency_at, "used": used,
         "status": split.status(used["history"]), "model": session.model,
-        "limit": limit, "request_tokens": used["system"] + used["tools"] + used["history"],
+        "limit": split.window - split.output_reserve,
+        "request_tokens": used["system"] + used["tools"] + used["history"],
         "over_window": bool(over), "shortfall": over["shortfall"] if over else 0,
         "over_window_reason": over["reason"] if over else None,
-        "commit_id": commit_id,
+        "commit_id": meta.commit_id if meta else None,
     }  # fmt: skip
 
 
-def occupancy(projector: Projector, store: ProjectionStore, session_id: str) -> dict[str, Any]:
-    """Measured when the last usage report is for this graph, else the local estimate."""
+def occupancy(projector: Projector, store: ProjectionStore, session_id: str,
+              policy_of: Callable[[str], Policy]) -> dict[str, Any]:  # fmt: skip
+    """Measured when the last usage report is for this graph, else the local estimate.
+
+    ``breakdown`` splits that same ``total_used`` into system, tool
+    definitions and history, next to the output reserve and what is free, so
+    a ring and its breakdown read one record and cannot disagree.
+    """
     session = session_row(projector, session_id)
     window, _ = window_for(session.model, session.context_window)
     commit_id = head_commit_id(projector, session)
@@ -181,13 +238,42 @@ def occupancy(projector: Projector, store: ProjectionStore, session_id: str) -> 
         and (last.notification_id > session.graph_position)
     ):
         measured = last.input_tokens + last.cache_read
+    split, used, _ = _parts(projector, session, policy_of)
+    # The estimate is the commit's items plus the tool definitions the request
+    # lists; a provider's measurement covers all of it.
+    total = measured if measured is not None else estimated + split.tools
     return {
         "session_id": session.session_id, "model": session.model, "window": window,
         "head_node_id": session.head, "commit_id": commit_id,
-        "total_used": measured if measured is not None else estimated,
+        "total_used": total,
         "basis": "measured" if measured is not None else "estimated",
         "estimated": estimated,
         "calibration": round(measured / estimated, 4) if measured is not None and estimated
         else None,
         "request_id": last.request_id if measured is not None and last is not None else None,
+        "breakdown": breakdown(total, split, used["system"]),
+    }  # fmt: skip
+
+
+def breakdown(total: int, split: Budget, system: int) -> dict[str, Any]:
+    """``total`` split so that system + tools + history == total, and the window's rest.
+
+    System prompt and tool definitions are text we count ourselves; history is
+    what remains of the total, so a measured total's difference from the
+    local estimate shows up in history, the part that varies.  A total below
+    even those two (a usage report that cannot be right) splits them in proportion.
+    """
+    fixed = system + split.tools
+    if total >= fixed:
+        parts = (system, split.tools, total - fixed)
+    else:
+        share = total * system // fixed if fixed else 0
+        parts = (share, total - share, 0)
+    room = split.window - split.output_reserve
+    return {
+        "system": parts[0], "tools": parts[1], "history": parts[2],
+        "output_reserve": split.output_reserve,
+        "free": max(0, room - total), "over": max(0, total - room),
+        "history_budget": split.history, "compact_at": split.compact_at,
+        "emergency_at": split.emergency_at,
     }  # fmt: skip

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
@@ -43,15 +44,22 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def rebuild(app: CtxStore, store: ProjectionStore, policy: Policy | None = None) -> int:
+Progress = Callable[[int, int], None]  # (events projected, events in the log)
+
+
+def rebuild(app: CtxStore, store: ProjectionStore, policy: Policy | None = None,
+            progress: Progress | None = None) -> int:  # fmt: skip
     """Truncate and replay; the recorded rules history decides which policy applies."""
     store.truncate()
     history = store.policy_history()
     processor = Processor(app, store, policy or (history[-1][1] if history else Policy()))
-    return processor.catch_up()
+    if progress is None:
+        return processor.catch_up()
+    total = app.recorder.max_notification_id() or 0
+    return processor.catch_up(on_page=lambda done: progress(done, total))
 
 
-def rebuild_and_compare(url: str) -> dict[str, Any]:
+def rebuild_and_compare(url: str, progress: Progress | None = None) -> dict[str, Any]:
     # Before anything is emptied: without the tokenizer the rebuild would stop
     # halfway and leave the projection tables empty.
     check_tokenizer()
@@ -63,7 +71,7 @@ def rebuild_and_compare(url: str) -> dict[str, Any]:
         Processor(app, store, live_policy).catch_up()  # live tables are up to date first
         before = digest(store)
         started = time.perf_counter()
-        events = rebuild(app, store, live_policy)
+        events = rebuild(app, store, live_policy, progress)
         seconds = time.perf_counter() - started
         after = digest(store)
     finally:

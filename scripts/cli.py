@@ -43,6 +43,7 @@ from domain.store_config import database_url, eventsourcing_env
 from domain.tokens import TokenizerUnavailable
 from projections.store import DATABASE_ERRORS, database_error_line
 from scripts import demo, transcript
+from scripts.progress import Progress
 from service.event_json import export_line
 
 # Any other error a database reports (sqlite3's, SQLAlchemy's, eventsourcing's).
@@ -117,10 +118,22 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+EXPORT_PAGE = 1_000  # events read at a time, so a long export can show its progress
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     app = _app(args)
+    lines: list[str] = []
     try:
-        lines = [export_line(event) + "\n" for event in app.session_events(args.session_id)]
+        session = app.session(args.session_id)
+        with Progress("export", session.version, "events") as bar:
+            while len(lines) < session.version:
+                page = app.events_of(session.id, gt=len(lines), lte=session.version,
+                                     limit=EXPORT_PAGE)  # fmt: skip
+                if not page:
+                    break
+                lines += [export_line(event) + "\n" for event in page]
+                bar.update(len(lines))
     finally:
         app.close()
     if args.out:
@@ -201,7 +214,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
     url = _url(args)
     _migrate(url)
-    result = rebuild_and_compare(url)
+    with Progress("rebuild", None, "events") as bar:
+        result = rebuild_and_compare(url, progress=bar.update)
     _print_json(result)
     return 0 if result.get("identical") else 1
 
@@ -227,8 +241,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     url = _url(args)
     sid, imported = demo.demo_session(url)
     print(("imported the sample session " if imported else "sample session ") + sid)
-    print(f"database {url}\n\ntry, once the server is up:")
-    print("\n".join(demo.curl_lines(f"http://{args.host}:{args.port}", sid)) + "\n", flush=True)
+    base = f"http://{args.host}:{args.port}"
+    print(f"database {url}\n\nonce the server is up, open the inspector at\n  "
+          f"{demo.inspector_url(base, sid)}\nor try:")  # fmt: skip
+    print("\n".join(demo.curl_lines(base, sid)) + "\n", flush=True)
     return _serve(url, args.host, args.port, 1)
 
 

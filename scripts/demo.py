@@ -49,6 +49,11 @@ def _find(app: CtxStore, sample: Path) -> str | None:
     return oldest
 
 
+def inspector_url(base: str, session_id: str) -> str:
+    """The inspector page opened on the session (the fragment never reaches the server)."""
+    return f"{base}/ui#session={session_id}"
+
+
 def curl_lines(base: str, session_id: str) -> list[str]:
     lines = [f"  curl -s '{base}/sessions/{session_id}/{path}'" for path in EXAMPLE_PATHS]
     return [*lines, f"  curl -s '{base}/openapi.json'"]

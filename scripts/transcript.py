@@ -50,6 +50,7 @@ from uuid import UUID
 from domain.application import CtxStore
 from domain.errors import DomainError
 from domain.session import Session
+from scripts.progress import Progress
 
 JSON = dict[str, Any]
 
@@ -252,17 +253,19 @@ COMMAND_OF = {
     "run_start": "start_run",
     "run_finish": "finish_run",
     "model": "switch_model",
+    "compaction": "configure_compaction",
 }
 
 
 def import_transcript(
-    app: CtxStore, steps: list[Step], after: Callable[[Session, str], None] | None = None
-) -> UUID:
+    app: CtxStore, steps: list[Step], after: Callable[[Session, str], None] | None = None,
+    progress: Progress | None = None,
+) -> UUID:  # fmt: skip
     """Run the steps as commands on a new session, saved in one write; its id.
 
     ``after`` runs after each line's command, with the command's name: the
     importer compacts there, as the API compacts after each request.
-    Nothing is stored unless every line is.
+    Nothing is stored unless every line is.  ``progress`` counts the lines run.
     """
     head, *rest = steps
 
@@ -277,6 +280,8 @@ def import_transcript(
                 raise _at_line(exc, step.line) from None
             if after is not None:
                 after(agg, COMMAND_OF[step.type])
+            if progress is not None:
+                progress.advance()
 
     try:
         sid, _ = app.import_session(head.fields.get("title") or "", head.fields["model"],
@@ -305,7 +310,8 @@ def import_file(url: str, path: str | Path) -> str:
     one: compacted after each line the API compacts after, with the same
     summarizer, all in the one write (``service.memory_projection``).  The
     projections catch up before this returns, so the session is ready to
-    serve the moment the id is printed.
+    serve the moment the id is printed.  On a terminal each long phase shows
+    a progress bar on stderr (``scripts/progress.py``).
     """
     from service.memory_projection import ImportCompactor  # the parser needs no projections
     from service.runtime import Runtime
@@ -316,8 +322,12 @@ def import_file(url: str, path: str | Path) -> str:
         position = (runtime.app.recorder.max_notification_id() or 0) + 1
         compactor = ImportCompactor(runtime.processor.policy_at(position), runtime.summarizer)
         after = compactor.after if runtime.auto_compact else None
-        sid = import_transcript(runtime.app, steps, after)
-        runtime.catch_up()
+        with Progress("import: running lines", len(steps) - 1, "lines") as bar:
+            sid = import_transcript(runtime.app, steps, after, bar)
+        start = runtime.position()
+        pending = (runtime.app.recorder.max_notification_id() or 0) - start
+        with Progress("import: projecting", pending, "events") as bar:
+            runtime.catch_up(on_page=bar.update)
     finally:
         runtime.close()
     return str(sid)

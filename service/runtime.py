@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from domain import errors
@@ -98,9 +99,9 @@ class Runtime:
             return version
         return None
 
-    def catch_up(self) -> int:
+    def catch_up(self, on_page: Callable[[int], None] | None = None) -> int:
         with self._lock:
-            return self.processor.catch_up()
+            return self.processor.catch_up(on_page=on_page)
 
     def position(self) -> int:
         return self.store.position()
@@ -175,9 +176,15 @@ class Runtime:
         with self._lock:
             return explain(self._projector(), self.store, session_id, node_id)
 
+    def commit_transitions(self, session_id: str, commit_id: str) -> dict[str, Any]:
+        with self._lock:
+            session = q.session_row(self._projector(), session_id)
+            return q.commit_transitions(self.store, session.session_id, commit_id)
+
     def occupancy(self, session_id: str) -> dict[str, Any]:
         with self._lock:
-            return q.occupancy(self._projector(), self.store, session_id)
+            return q.occupancy(self._projector(), self.store, session_id,
+                               self.processor.policy_of)  # fmt: skip
 
     def budget(self, session_id: str) -> dict[str, Any]:
         with self._lock:

@@ -201,6 +201,19 @@ def test_demo_imports_the_sample_once(db: str, capsys: pytest.CaptureFixture[str
     assert status == 0 and json.loads(out)["title"].startswith("durations")
 
 
+def test_demo_prints_the_inspector_url(db: str, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import uvicorn
+
+    served: list[dict[str, object]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: served.append(kw))
+    monkeypatch.setenv("CTXSTORE_DATABASE_URL", db)  # serve sets it: restored afterwards
+    status, out, _ = run(capsys, "demo", "--db", db, "--port", "8123")
+    sid = demo.demo_session(db)[0]
+    assert status == 0 and served and served[0]["port"] == 8123
+    assert f"\n  http://127.0.0.1:8123/ui#session={sid}\n" in out
+
+
 def test_rebuild_reports_identical_digests(capsys: pytest.CaptureFixture[str], db: str,
                                            tmp_path: Path) -> None:  # fmt: skip
     imported(capsys, db, write(tmp_path / "t.jsonl", SMALL))
