@@ -9,6 +9,7 @@ call the summarizer here, so their summaries cover the same items.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from domain.context import Item
@@ -35,12 +36,46 @@ def run_to_fold(
     return [by_id[i] for i in request["item_ids"] if i in by_id]
 
 
-def summarize(summarizer: Summarizer, covered: list[Item]) -> str:
+GUARD_FOLD = "fold:"  # ids of the window guard's extractive folds (domain.rules.window_guard)
+
+
+def summarize(summarizer: Summarizer, covered: list[Item], items: Sequence[Item] = (),
+              allowance: int | None = None) -> str:  # fmt: skip
     """The summarizer's text for ``covered`` (raises ``SummarizerError``).
 
     Pass the summarizer as the session configured it (``summarizer.for_session``).
+    A fold the window guard made without an LLM is a stand-in: the summarizer
+    reads what it folded instead (from the commit's ``items``), as long as
+    that stays within ``allowance`` tokens, so an LLM summary after an outage
+    is written from the conversation, not from the stand-in's first lines.
     """
-    return summarizer.summarize(
-        [{"item_id": i.item_id, "role": i.role, "name": i.name, "rendered": i.rendered,
-          "state": i.state} for i in covered]
-    )  # fmt: skip
+    return summarizer.summarize([
+        {"item_id": i.item_id, "role": i.role, "name": i.name, "rendered": i.rendered,
+         "state": i.state} for i in read_through_folds(covered, items, allowance)
+    ])  # fmt: skip
+
+
+def read_through_folds(covered: list[Item], items: Sequence[Item],
+                       allowance: int | None) -> list[Item]:  # fmt: skip
+    """``covered`` with each guard fold replaced by what it folded, within ``allowance``."""
+    folded: dict[str, list[Item]] = {}
+    for item in sorted(items, key=lambda i: i.ord):
+        if item.merged_into and item.merged_into.startswith(GUARD_FOLD):
+            folded.setdefault(item.merged_into, []).append(item)
+
+    def expand(item: Item) -> list[Item]:
+        if item.item_id not in folded:
+            return [item]
+        return [leaf for inner in folded[item.item_id] for leaf in expand(inner)]
+
+    spent = sum(i.tokens for i in covered)
+    out: list[Item] = []
+    for item in covered:
+        originals = expand(item)
+        extra = sum(i.tokens for i in originals) - item.tokens
+        if originals != [item] and (allowance is None or spent + extra <= allowance):
+            out.extend(originals)
+            spent += extra
+        else:
+            out.append(item)
+    return out

@@ -45,6 +45,7 @@ class ImportCompactor:
     """Compacts a session being imported exactly where the API would have."""
 
     def __init__(self, policy: Policy, summarizer: Summarizer) -> None:
+        self.policy = policy
         self.memory = MemoryProjection(policy)
         self.summarizer = summarizer
         self.failures = 0  # summaries the summarizer could not give (the API said so too)
@@ -58,12 +59,13 @@ class ImportCompactor:
         meta = self.memory.projector.commits.get(commit_id) if commit_id else None
         if commit_id is None or meta is None or meta.summary_request is None:
             return
-        covered = run_to_fold(self.memory.projector.items_of(commit_id), meta.summary_request)
+        items = self.memory.projector.items_of(commit_id)
+        covered = run_to_fold(items, meta.summary_request)
         if not covered:
             return
         summarizer = for_session(self.summarizer, agg.compaction)
         try:
-            text = summarize(summarizer, covered)
+            text = summarize(summarizer, covered, items, self.policy.summary_max_tokens)
         except SummarizerError:
             self.failures += 1  # the line stands; the next one asks again, as over HTTP
             return

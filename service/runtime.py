@@ -209,13 +209,13 @@ class Runtime:
             if commit_id is None:
                 raise errors.NothingToCompact("the session has no commit yet")
             stored = projector.commits[commit_id].summary_request
-            covered = run_to_fold(projector.items_of(commit_id), stored, True, session,
-                                  self.policy)  # fmt: skip
+            items = projector.items_of(commit_id)
+            covered = run_to_fold(items, stored, True, session, self.policy)
             if not covered:
                 raise errors.NothingToCompact("no foldable run outside the tail window")
             agg = self.app.session(session.session_id)
             summarizer = for_session(self.summarizer, agg.compaction)
-            text = summarize(summarizer, covered)
+            text = summarize(summarizer, covered, items, self.policy.summary_max_tokens)
             # The summary happens "at" the session's own latest time, not the wall
             # clock: a session driven by recorded times (an import, a replay) must
             # not see hours of idleness appear because compaction ran today.

@@ -444,3 +444,35 @@ def test_the_budget_counts_the_tools_the_request_lists(rt: Runtime) -> None:
     from domain.pipeline import definition_tokens
 
     assert rt.budget(sid)["tools"] == definition_tokens(["only_once"])
+
+
+class Recording:
+    """A summarizer that keeps what it was given."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.seen: list[list[dict[str, Any]]] = []
+
+    def summarize(self, items: list[dict[str, Any]]) -> str:
+        self.seen.append(items)
+        return f"summary of {len(items)} items"
+
+
+def test_a_summary_after_the_guard_reads_what_the_guard_folded(store_url: str) -> None:
+    """The guard's extractive fold is a stand-in: an LLM summary reads the originals."""
+    summarizer = Recording()
+    rt = Runtime(store_url, auto_compact=False, summarizer=summarizer)
+    try:
+        sid, _ = rt.execute("start_session", "t", "openai:gpt-4o", context_window=2_000,
+                            at=at(0))  # fmt: skip
+        agent_turns(rt, sid, 30)
+        folds = [i for i in visible(rt, sid) if i["item_id"].startswith("fold:")]
+        assert folds, "the guard folded while no summarizer ran"
+        rt.compact(sid)
+        [given] = summarizer.seen
+        ids = [i["item_id"] for i in given]
+        assert not any(i.startswith("fold:") for i in ids), "read through, not the stand-in"
+        assert any(i["role"] == "user" and "question 1:" in i["rendered"] for i in given)
+    finally:
+        rt.close()
