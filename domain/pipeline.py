@@ -111,7 +111,20 @@ def touch_reads(ctx: WorkingContext, new_nodes: Iterable[NodeLike]) -> None:
 
 
 def sync_pins(ctx: WorkingContext, pinned: set[str]) -> None:
-    """Locks follow the session's pins; an unpinned tool may now be due for aging."""
+    """Locks follow the session's pins; an unpinned tool may now be due for aging.
+
+    Generation 2 also lifts the locks a merge made under generation 1, which
+    froze everything before it for good: from the first commit under today's
+    rules, those items lock only if pinned, and compact like any other.
+    """
+    if ctx.policy.generation >= 2:
+        for item_id in list(ctx.base_locked):
+            item = ctx.items[item_id]
+            item.base_locked = False
+            ctx.base_locked.discard(item_id)
+            ctx.set_locked(item, item_id in pinned)
+            if not item.locked:
+                age_one(ctx, item)
     for item_id in list(ctx.pin_locked - pinned):
         item = ctx.items.get(item_id)
         if item is not None:

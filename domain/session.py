@@ -67,6 +67,13 @@ class Session(ContextCommands, Aggregate):
     """One conversation: an append-only DAG of nodes plus its HEAD."""
 
     Started = SessionStarted
+    # v2: ``compaction`` (CompactionConfigured).  Snapshots of older versions
+    # are brought up to date as they load.
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: JSON) -> None:
+        state.setdefault("compaction", {"instructions": None, "summarizer_model": None})
 
     def __init__(
         self,

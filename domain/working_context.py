@@ -71,6 +71,7 @@ class WorkingContext:
     aged_upto: int = -1  # tool items at or before this ord were considered by tool aging
     first_user: str | None = None
     pin_locked: set[str] = field(default_factory=set)
+    base_locked: set[str] = field(default_factory=set)  # locked for good by a legacy merge
     tool_names: dict[str, int] = field(default_factory=dict)
     attached: set[str] = field(default_factory=set)  # attach sources already expanded
     transitions: list[Transition] = field(default_factory=list)
@@ -141,6 +142,8 @@ class WorkingContext:
                 self.first_user = item.item_id
         if item.locked and not item.base_locked:
             self.pin_locked.add(item.item_id)
+        if item.base_locked:
+            self.base_locked.add(item.item_id)
         if item.role == "tool":
             name = item.name or "tool"
             self.tool_names[name] = self.tool_names.get(name, 0) + 1
@@ -198,6 +201,7 @@ class WorkingContext:
             if not self.tool_names[name]:
                 del self.tool_names[name]
         self.pin_locked.discard(item_id)
+        self.base_locked.discard(item_id)
         self.pending_aging.pop(item_id, None)
         if item.source_node_id is not None:
             self.sources[item.source_node_id] -= 1
@@ -369,6 +373,8 @@ class WorkingContext:
             self.pin_locked.add(item.item_id)
         else:
             self.pin_locked.discard(item.item_id)
+        if item.base_locked:
+            self.base_locked.add(item.item_id)
         self.changed.add(item.item_id)
         if item.state == "aged" and not item.locked:
             heapq.heappush(self.idle_heap, (item.touched_at, item.item_id))
