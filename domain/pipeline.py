@@ -119,12 +119,12 @@ def sync_pins(ctx: WorkingContext, pinned: set[str]) -> None:
     """
     if ctx.policy.generation >= 2:
         for item_id in list(ctx.base_locked):
-            item = ctx.items[item_id]
-            item.base_locked = False
+            held = ctx.items[item_id]
+            held.base_locked = False
             ctx.base_locked.discard(item_id)
-            ctx.set_locked(item, item_id in pinned)
-            if not item.locked:
-                age_one(ctx, item)
+            ctx.set_locked(held, item_id in pinned)
+            if not held.locked:
+                age_one(ctx, held)
     for item_id in list(ctx.pin_locked - pinned):
         item = ctx.items.get(item_id)
         if item is not None:
