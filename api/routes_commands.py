@@ -147,6 +147,15 @@ async def configure_compaction(request: Request) -> Response:
                   summarizer_model=body.summarizer_model)  # fmt: skip
 
 
+async def declare_tools(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.DeclareTools)
+    tools = [t.model_dump(exclude_none=True) for t in body.tools]
+    _, version = await _execute(request, "declare_tools", sid, tools,
+                                expected_version=body.expected_version, at=body.at)  # fmt: skip
+    return _reply(200, sid, version, tools=tools)
+
+
 async def compact(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Compact)
@@ -192,6 +201,9 @@ ENDPOINTS = [
              s.FinishRun, errors=STALE),
     Endpoint("POST", f"{S}/model", switch_model, "Switch the session's model", s.SwitchModel,
              errors=STALE),
+    Endpoint("POST", f"{S}/tools", declare_tools,
+             "Declare the tools requests offer (name, description, JSON schema); replaces the "
+             "last declaration", s.DeclareTools, errors=STALE),
     Endpoint("POST", f"{S}/compaction", configure_compaction,
              "Set this session's summarizer instructions and model (recorded as an event)",
              s.ConfigureCompaction, errors=STALE),

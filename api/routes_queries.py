@@ -51,6 +51,11 @@ async def sessions(request: Request) -> Response:
     return JSONResponse({"sessions": await _query(request, "sessions")})
 
 
+async def tools(request: Request) -> Response:
+    _no_query(request)
+    return JSONResponse(await _query(request, "tools", request.path_params["sid"]))
+
+
 async def dag(request: Request) -> Response:
     _no_query(request)
     return JSONResponse(await _query(request, "dag", request.path_params["sid"]))
@@ -139,6 +144,7 @@ ENDPOINTS = [
     Endpoint("GET", f"{S}/events", events, "The replay feed, paged by originator version",
              query=s.EventsQuery),
     Endpoint("GET", f"{S}/dag", dag, "Every node with its edges and sibling versions"),
+    Endpoint("GET", f"{S}/tools", tools, "The tools the session declared last"),
     Endpoint("GET", f"{S}/context", context, "The head commit: what the model is fed, and why"),
     Endpoint("GET", f"{S}/commits/{{cid}}", commit, "One context commit"),
     Endpoint("GET", f"{S}/commits/{{cid}}/transitions", commit_transitions,

@@ -134,6 +134,20 @@ class ConfigureCompaction(Command):
     )
 
 
+class ToolSpec(Body):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = Field(None, max_length=10_000)
+    input_schema: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object"}, description="a JSON schema of type object"
+    )
+
+
+class DeclareTools(Command):
+    """The tools every request offers from now on; each declaration replaces the last."""
+
+    tools: list[ToolSpec] = Field(max_length=128)
+
+
 class Compact(Body):
     expected_version: int | None = None
 
@@ -173,7 +187,8 @@ class EmptyQuery(Query):
 BODIES: dict[str, type[BaseModel]] = {
     m.__name__: m
     for m in (StartSession, AppendNode, AddSibling, Checkout, Branch, NodeRef, Attach,
-              Merge, Usage, StartRun, FinishRun, SwitchModel, ConfigureCompaction, Compact)
+              Merge, Usage, StartRun, FinishRun, SwitchModel, ConfigureCompaction, DeclareTools,
+              Compact)
 }  # fmt: skip
 
 

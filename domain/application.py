@@ -326,6 +326,12 @@ class CtxStore(Application[UUID]):
             lambda s: s.configure_compaction(instructions, summarizer_model, at),
         )  # fmt: skip
 
+    def declare_tools(
+        self, session_id: UUID | str, tools: list[dict[str, Any]],
+        expected_version: int | None = None, at: datetime | None = None,
+    ) -> tuple[None, int]:  # fmt: skip
+        return self._command(session_id, expected_version, lambda s: s.declare_tools(tools, at))
+
     def record_summary(
         self, session_id: UUID | str, covered: list[str], text: str, summarizer: str,
         commit: str, expected_version: int | None = None, at: datetime | None = None,

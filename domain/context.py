@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 STATE_ORDER = {"full": 0, "aged": 1, "cleared": 2, "summarized": 3}
 STATES = ("full", "aged", "cleared", "summarized", "summary")
@@ -27,6 +27,15 @@ def tightens(before: str, after: str) -> bool:
     if after == "summary":
         return False
     return STATE_ORDER[after] >= STATE_ORDER[before]
+
+
+class Natural(NamedTuple):
+    """What an item of a node shows as it first appears: the node's own content."""
+
+    rendered: str
+    call: str | None
+    blocks: list[dict[str, Any]] | None
+    call_id: str | None
 
 
 @dataclass(slots=True)
@@ -52,6 +61,8 @@ class Item:
     truncated: bool = False
     level: int = 0  # a summary's height: 1 over raw items, one more over each summary it folds
     dedup_of: str | None = None  # rendered as a reference to this earlier, equal result
+    blocks: list[dict[str, Any]] | None = None  # content blocks rendered instead of the text
+    call_id: str | None = None  # a tool call's id as the model gave it
 
     # Every field is a scalar, so no deep copy is needed: ``asdict`` would
     # make one per call, and copies and JSON sit on the projection's hot path.
@@ -97,6 +108,7 @@ class ContextCommit:
     created_at: float
     items: tuple[Item, ...]
     summary_request: dict[str, Any] | None = None
+    tools: tuple[dict[str, Any], ...] = ()  # the tools the session had declared then
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -110,5 +122,6 @@ class ContextCommit:
             "event_seq": self.event_seq,
             "created_at": self.created_at,
             "summary_request": self.summary_request,
+            "tools": list(self.tools),
             "items": [item.to_json() for item in self.items],
         }

@@ -200,3 +200,14 @@ class CompactionConfigured(Aggregate.Event):
     def apply(self, aggregate: Any) -> None:
         aggregate.compaction = {"instructions": self.instructions,
                                 "summarizer_model": self.summarizer_model}  # fmt: skip
+
+
+class ToolsDeclared(Aggregate.Event):
+    """The tools this session's requests offer the model, from now on.
+
+    Each declaration replaces the last one (so re-declaring versions them);
+    every request rendered after it lists exactly these, with their JSON
+    schemas, and the budget counts them.
+    """
+
+    tools: list[JSON]

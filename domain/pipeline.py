@@ -16,22 +16,22 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from domain.budget import Budget
+from domain.call_ids import call_framing
 from domain.catalogue import window_for
-from domain.context import Item
+from domain.context import Item, Natural
 from domain.policy import Policy
-from domain.render import call_framing, listed_tools
 from domain.rules.batching import run_batched_rules
 from domain.rules.dedup import dedup_result
 from domain.rules.summarize import summary_request
 from domain.rules.tool_aging import age_one
 from domain.rules.truncation import cap_item
 from domain.rules.window_guard import guard_window
-from domain.tokens import count_tokens, node_item_tokens
+from domain.tokens import node_item_tokens
+from domain.tool_specs import definition_tokens, listed_tools, uses
 from domain.working_context import WorkingContext
 
 JSON = dict[str, Any]
 STRUCTURAL = ("attach", "merge")  # DAG positions, not messages: they have no item
-TOOL_DEFINITION_OVERHEAD = 8  # tokens a provider adds around one tool definition
 
 
 class NodeLike(Protocol):
@@ -51,9 +51,10 @@ class SessionLike(Protocol):
     model: str
     context_window: int | None
     pinned: list[str]
+    tools: list[JSON]  # the tools it declared (ToolsDeclared)
 
 
-Texts = Callable[[Any], "tuple[str, str | None]"]  # a node's (rendered, call)
+Texts = Callable[[Any], Natural]  # what an item of a node first shows
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,10 @@ class StepResult:
     over_window: JSON | None
 
 
-def node_item(node: NodeLike, texts: tuple[str, str | None], ord_: int, pinned: bool,
+def node_item(node: NodeLike, texts: Natural, ord_: int, pinned: bool,
               first_user: bool, policy: Policy | None = None) -> Item:  # fmt: skip
     """A node as a fresh ``full`` item."""
-    rendered, call = texts
+    rendered, call, blocks, call_id = texts
     if node.role == "tool":
         output = node.output
         is_error = bool(node.meta.get("is_error")) or (
@@ -74,16 +75,17 @@ def node_item(node: NodeLike, texts: tuple[str, str | None], ord_: int, pinned: 
         item = Item(
             item_id=node.node_id, source_node_id=node.node_id, role="tool", state="full",
             rendered=rendered, ord=ord_, touched_at=node.created_at, name=node.name, call=call,
-            tokens=node_item_tokens(node.token_counts, rendered, call, node.name),
-            has_result=output is not None, is_error=is_error, locked=pinned,
+            tokens=node_item_tokens(node.token_counts, rendered, call, node.name, blocks),
+            has_result=output is not None, is_error=is_error, locked=pinned, blocks=blocks,
+            call_id=call_id,
         )  # fmt: skip
         if policy is not None and policy.generation >= 2:
             item.tokens += call_framing(item)
         return item
     return Item(
         item_id=node.node_id, source_node_id=node.node_id, role=node.role, state="full",
-        rendered=rendered, tokens=node_item_tokens(node.token_counts, rendered, None, None),
-        ord=ord_, touched_at=node.created_at, name=node.name, locked=pinned,
+        rendered=rendered, ord=ord_, touched_at=node.created_at, name=node.name, locked=pinned,
+        tokens=node_item_tokens(node.token_counts, rendered, None, None, blocks), blocks=blocks,
         is_anchor=node.role == "system" or (node.role == "user" and first_user),
     )  # fmt: skip
 
@@ -136,20 +138,18 @@ def sync_pins(ctx: WorkingContext, pinned: set[str]) -> None:
             ctx.set_locked(item, True)
 
 
-def definition_tokens(names: Iterable[str]) -> int:
-    return sum(count_tokens(name) + TOOL_DEFINITION_OVERHEAD for name in names)
-
-
-def tool_tokens(ctx: WorkingContext) -> int:
-    """The tool definitions ``render`` lists (``domain.render.listed_tools``), counted."""
+def tool_tokens(ctx: WorkingContext, declared: list[JSON]) -> int:
+    """The tool definitions ``render`` lists (``domain.tool_specs``), counted."""
     if ctx.policy.drop_summarized_tools:
-        return definition_tokens(listed_tools(ctx.items.values(), drop_summarized=True))
-    return definition_tokens(ctx.tool_names)  # the index counts every tool item
+        used = uses(ctx.items.values())
+    else:  # every tool the history used is listed: the index already knows them
+        used = dict.fromkeys(ctx.tool_names, True)
+    return definition_tokens(listed_tools(used, declared, ctx.policy.drop_summarized_tools))
 
 
 def budget_of(ctx: WorkingContext, session: SessionLike) -> Budget:
     window, _ = window_for(session.model, session.context_window)
-    return Budget.split(window, ctx.system_tokens, tool_tokens(ctx), ctx.policy)
+    return Budget.split(window, ctx.system_tokens, tool_tokens(ctx, session.tools), ctx.policy)
 
 
 def run_rules(ctx: WorkingContext, session: SessionLike, now: float) -> StepResult:

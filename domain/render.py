@@ -1,34 +1,39 @@
 """Rendering a commit into the provider request: a pure function.
 
 Same commit in, byte-identical request out: no clock, no randomness, tool
-lists sorted.  Stable content (system prompt, tool definitions, the oldest
-messages) comes first so providers' prompt caches keep hitting as the
-conversation grows.
+lists sorted.  Stable content (tool definitions, the system prompt, the
+oldest messages) comes first so providers' prompt caches keep hitting as
+the conversation grows.  The neutral shape is Anthropic's content-block
+form; ``domain.render_openai`` turns it into Chat Completions.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.call_ids import distinct_call_id, tool_name
 from domain.context import ContextCommit, Item
-from domain.tokens import count_tokens
+from domain.tool_specs import OPEN_SCHEMA, Spec, listed_tools, uses
 
 Block = dict[str, Any]
 Message = dict[str, Any]
-_PROVIDER_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
-_PROVIDER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# The content blocks each role's message may carry (thinking: the assistant's own,
+# passed back intact, signature and all).
+ALLOWED = {
+    "user": ("text", "image", "document"),
+    "assistant": ("thinking", "redacted_thinking", "text"),
+    "tool": ("text", "image"),
+}
+THINKING = ("thinking", "redacted_thinking")
 
 
 @dataclass(frozen=True)
 class Context:
     system: str
     messages: list[Message] = field(default_factory=list)
-    tools: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[Spec] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"system": self.system, "messages": self.messages, "tools": self.tools}
@@ -44,64 +49,33 @@ def _tool_input(call: str | None) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"arguments": parsed}
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def tool_call_id(item_id: str) -> str:
-    """The id a tool use goes by: the item's own id when providers accept it.
-
-    Anthropic takes ``[A-Za-z0-9_-]`` only and OpenAI at most 40 characters,
-    while a node id may be any 64 characters and an attached item's id is
-    ``session:node``.  Others get a digest of the id, so the same item keeps
-    the same id in every render.
-    """
-    if _PROVIDER_ID.fullmatch(item_id):
-        return item_id
-    return "call_" + _digest(item_id)[:32]
-
-
-# What a tool call costs beyond its arguments and result: the tool_use and
-# tool_result blocks' own structure, and the call id, which both name.
-TOOL_FRAMING = 12
-
-
-def call_framing(item: Item) -> int:
-    """Tokens a tool item's call and result blocks add around its text, as rendered.
-
-    A commit's items are counted one by one; without this a session of many
-    short tool calls with long ids (a UUID costs ~20 tokens, and is sent
-    twice) rendered twice what its budget counted.
-    """
-    if item.role != "tool" or not item.has_result or item.call is None:
-        return 0
-    return 2 * count_tokens(tool_call_id(item.item_id)) + TOOL_FRAMING
-
-
-def tool_name(name: str | None) -> str:
-    """A tool name providers accept (``[A-Za-z0-9_-]{1,64}``), readable and distinct.
-
-    A name that needed changing keeps its legal characters and gets a short
-    digest of the original, so two names that clean up alike stay apart.
-    """
-    if not name:
-        return "tool"
-    if _PROVIDER_NAME.fullmatch(name):
-        return name
-    cleaned = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_")[:56]
-    return f"{cleaned or 'tool'}_{_digest(name)[:7]}"
-
-
 def _push(messages: list[Message], role: str, block: Block) -> None:
-    """Append a block, merging into the previous message of the same role."""
-    if messages and messages[-1]["role"] == role:
-        messages[-1]["content"].append(block)
-    else:
+    """Append a block, merging into the previous message of the same role.
+
+    Thinking goes before anything else an assistant message holds, as
+    Anthropic requires of a turn that thought.
+    """
+    if not (messages and messages[-1]["role"] == role):
         messages.append({"role": role, "content": [block]})
+        return
+    content = messages[-1]["content"]
+    if block["type"] in THINKING:
+        at = 0
+        while at < len(content) and content[at]["type"] in THINKING:
+            at += 1
+        content.insert(at, block)
+    else:
+        content.append(block)
 
 
 def _text(text: str) -> Block:
     return {"type": "text", "text": text}
+
+
+def _shown(blocks: list[Block] | None, kinds: tuple[str, ...]) -> list[Block]:
+    """The blocks a message of this kind may carry; blank text left out."""
+    return [b for b in blocks or () if b["type"] in kinds
+            and not (b["type"] == "text" and not b["text"].strip())]  # fmt: skip
 
 
 class _Conversation:
@@ -116,21 +90,27 @@ class _Conversation:
     def __init__(self) -> None:
         self.messages: list[Message] = []
         self.results: list[Block] = []  # answers to the calls just made
+        self.call_ids: set[str] = set()
 
-    def say(self, role: str, text: str) -> None:
-        if text.strip():
+    def say(self, role: str, text: str, blocks: list[Block] | None = None) -> None:
+        shown = _shown(blocks, ALLOWED[role]) if blocks else []
+        if not shown and text.strip():
+            shown = [_text(text)]
+        if shown:
             self.flush()
-            _push(self.messages, role, _text(text))
+            for block in shown:
+                _push(self.messages, role, block)
 
     def tool(self, item: Item) -> None:
         name = item.name or "tool"
         if item.has_result and item.call is not None:
-            call_id = tool_call_id(item.item_id)
+            call_id = distinct_call_id(item, self.call_ids)
             _push(self.messages, "assistant", {"type": "tool_use", "id": call_id,
                                                "name": tool_name(item.name),
                                                "input": _tool_input(item.call)})  # fmt: skip
+            content: Any = _shown(item.blocks, ALLOWED["tool"]) or item.rendered
             self.results.append({"type": "tool_result", "tool_use_id": call_id,
-                                 "content": item.rendered, "is_error": item.is_error})  # fmt: skip
+                                 "content": content, "is_error": item.is_error})  # fmt: skip
         # Only one half survived: say what happened in plain text instead.
         elif item.has_result:
             self.say("user", f"[tool {name} result] {item.rendered}")
@@ -145,21 +125,10 @@ class _Conversation:
         self.results = []
 
 
-def listed_tools(items: Iterable[Item], drop_summarized: bool = False) -> list[str]:
-    """The tools a request lists, by their own names: one per tool the history used.
-
-    A tool whose every use is folded into a summary stays listed unless the
-    policy drops it (``Policy.drop_summarized_tools``): the tool list is the
-    most stable part of a request, and the agent may call the tool again.
-    The budget counts exactly these (``domain.pipeline``).
-    """
-    return sorted(
-        {
-            i.name or "tool"
-            for i in items
-            if i.role == "tool" and not (drop_summarized and i.state == "summarized")
-        }
-    )
+def request_tools(commit: ContextCommit, drop_summarized_tools: bool = False) -> list[Spec]:
+    """The tools the request lists (``domain.tool_specs``), as providers take their names."""
+    specs = listed_tools(uses(commit.items), commit.tools, drop_summarized_tools)
+    return [dict(spec, name=tool_name(spec["name"])) for spec in specs]
 
 
 def render_commit(commit: ContextCommit, drop_summarized_tools: bool = False) -> Context:
@@ -174,12 +143,11 @@ def render_commit(commit: ContextCommit, drop_summarized_tools: bool = False) ->
         elif item.role == "tool":
             conversation.tool(item)
         elif item.role == "assistant" or item.role == "summary":
-            conversation.say("assistant", item.rendered)
+            conversation.say("assistant", item.rendered, item.blocks)
         else:  # user messages and attach markers
-            conversation.say("user", item.rendered)
+            conversation.say("user", item.rendered, item.blocks)
     conversation.flush()
-    names = sorted({tool_name(n) for n in listed_tools(commit.items, drop_summarized_tools)})
-    tools = [{"name": name} for name in names]
+    tools = request_tools(commit, drop_summarized_tools)
     return Context("\n\n".join(system_parts), conversation.messages, tools)
 
 
@@ -208,43 +176,19 @@ def to_anthropic(ctx: Context, model: str, cache: bool = False) -> dict[str, Any
         messages[-1]["content"] = blocks
     request["messages"] = messages
     if ctx.tools:
-        tools = [{"name": t["name"], "input_schema": {"type": "object"}} for t in ctx.tools]
+        tools = [anthropic_tool(spec) for spec in ctx.tools]
         if cache:
             tools[-1]["cache_control"] = CACHE_CONTROL
         request["tools"] = tools
     return request
 
 
-def _openai_message(message: Message) -> list[dict[str, Any]]:
-    texts = [b["text"] for b in message["content"] if b["type"] == "text"]
-    if message["role"] == "assistant":
-        calls = [
-            {"id": b["id"], "type": "function",
-             "function": {"name": b["name"], "arguments": json.dumps(b["input"], sort_keys=True)}}
-            for b in message["content"] if b["type"] == "tool_use"
-        ]  # fmt: skip
-        out: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
-        if calls:
-            out["tool_calls"] = calls
-        return [out]
-    results = [
-        {"role": "tool", "tool_call_id": b["tool_use_id"], "content": b["content"]}
-        for b in message["content"] if b["type"] == "tool_result"
-    ]  # fmt: skip
-    return results + ([{"role": "user", "content": "\n\n".join(texts)}] if texts else [])
-
-
-def to_openai(ctx: Context, model: str) -> dict[str, Any]:
-    messages: list[dict[str, Any]] = []
-    if ctx.system:
-        messages.append({"role": "system", "content": ctx.system})
-    for message in ctx.messages:
-        messages.extend(_openai_message(message))
-    request: dict[str, Any] = {"model": model.split(":", 1)[-1], "messages": messages}
-    if ctx.tools:  # OpenAI refuses an empty tools array
-        request["tools"] = [{"type": "function", "function": {"name": t["name"],
-                             "parameters": {"type": "object"}}} for t in ctx.tools]  # fmt: skip
-    return request
+def anthropic_tool(spec: Spec) -> dict[str, Any]:
+    tool: dict[str, Any] = {"name": spec["name"]}
+    if spec.get("description"):
+        tool["description"] = spec["description"]
+    tool["input_schema"] = spec.get("input_schema", OPEN_SCHEMA)
+    return tool
 
 
 SHAPES = ("neutral", "openai", "anthropic")
@@ -252,6 +196,8 @@ SHAPES = ("neutral", "openai", "anthropic")
 
 def render_shape(commit: ContextCommit, shape: str, model: str, cache: bool = False,
                  drop_summarized_tools: bool = False) -> dict[str, Any]:  # fmt: skip
+    from domain.render_openai import to_openai
+
     ctx = render_commit(commit, drop_summarized_tools)
     if shape == "neutral":
         return ctx.to_json()

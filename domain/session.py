@@ -41,7 +41,7 @@ from domain.limits import (
     check_window,
 )
 from domain.node_claim import claim_event
-from domain.node_text import node_texts
+from domain.node_text import node_blocks, node_texts
 from domain.nodes import ROLES, NodeRef
 from domain.session_context import ContextCommands
 from domain.tokens import node_token_counts
@@ -211,7 +211,9 @@ class Session(ContextCommands, Aggregate):
             sibling_of=sibling_of,
             version_kind=version_kind,
             digest=content_digest(role, name, input, output),
-            token_counts=node_token_counts(*node_texts(role, input, output)),
+            token_counts=node_token_counts(
+                *node_texts(role, input, output), node_blocks(role, input, output)
+            ),
             timestamp=at,
         )
         return node_id
@@ -308,7 +310,8 @@ class Session(ContextCommands, Aggregate):
             input=input, output=output, predecessor=None, caller=None, call_id=None,
             reads=[], metadata=dict(metadata or {}), sibling_of=ref.node_id,
             version_kind=kind, digest=content_digest(ref.role, name, input, output),
-            token_counts=node_token_counts(*node_texts(ref.role, input, output)),
+            token_counts=node_token_counts(*node_texts(ref.role, input, output),
+                                           node_blocks(ref.role, input, output)),
             timestamp=at,
         )  # fmt: skip
         return node_id

@@ -12,19 +12,23 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from domain import errors
+from domain.call_ids import valid_tool_name
 from domain.events import (
     AttachStaged,
     CompactionConfigured,
     MergeCompleted,
     MergeStarted,
     SummaryRecorded,
+    ToolsDeclared,
     UsageMeasured,
 )
-from domain.limits import MAX_LABEL, check_count, check_id, check_label
+from domain.limits import MAX_LABEL, check_count, check_id, check_json, check_label
 from domain.nodes import NodeRef
 
 JSON = dict[str, Any]
 MAX_INSTRUCTIONS = 4_000  # characters: a prompt addendum, not a document
+MAX_TOOLS = 128  # what providers take in one request
+TOOL_KEYS = frozenset({"name", "description", "input_schema"})
 
 
 class ContextCommands:
@@ -160,3 +164,34 @@ class ContextCommands:
             check_id("summarizer_model", summarizer_model, MAX_LABEL)
         self.trigger_event(CompactionConfigured, instructions=instructions or None,
                            summarizer_model=summarizer_model, timestamp=at)  # fmt: skip
+
+    def declare_tools(self, tools: list[JSON], at: datetime | None = None) -> None:
+        """The tools requests offer from now on: name, description, JSON schema each."""
+        if not isinstance(tools, list) or len(tools) > MAX_TOOLS:
+            raise errors.InvalidCommand(f"tools must be a list of at most {MAX_TOOLS} tools")
+        names: set[str] = set()
+        for n, tool in enumerate(tools):
+            where = f"tools[{n}]"
+            if not isinstance(tool, dict) or set(tool) - TOOL_KEYS or "name" not in tool:
+                raise errors.InvalidCommand(
+                    f"{where} must be an object with 'name' and optional "
+                    "'description' and 'input_schema'",
+                    field=where,
+                )
+            name = tool["name"]
+            if not isinstance(name, str) or not valid_tool_name(name):
+                raise errors.InvalidCommand(
+                    f"{where}.name must match [A-Za-z0-9_-]{{1,64}}, as providers require",
+                    field=where,
+                )
+            if name in names:
+                raise errors.InvalidCommand(f"tool {name!r} is declared twice", field=where)
+            names.add(name)
+            check_label(f"{where}.description", tool.get("description"))
+            schema = tool.get("input_schema", {"type": "object"})
+            if not isinstance(schema, dict) or schema.get("type") != "object":
+                raise errors.InvalidCommand(
+                    f"{where}.input_schema must be a JSON schema of type 'object'", field=where
+                )
+            check_json(f"{where}.input_schema", schema)
+        self.trigger_event(ToolsDeclared, tools=[dict(t) for t in tools], timestamp=at)

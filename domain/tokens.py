@@ -12,6 +12,8 @@ import functools
 import os
 from typing import Any
 
+from domain.content_blocks import extra_tokens
+
 ENCODING = os.environ.get("CTXSTORE_ENCODING", "o200k_base")
 
 
@@ -54,14 +56,25 @@ MESSAGE_OVERHEAD = 4  # role and framing tokens a provider adds per message
 TokenCounts = dict[str, Any]
 
 
-def node_token_counts(text: str, call: str | None) -> TokenCounts:
+def node_token_counts(text: str, call: str | None, blocks: Any = None) -> TokenCounts:
     """The counts the write side records with a node, naming the encoding they used.
 
     Counted without the cache: each node's text is counted once, here, and
     the projection reads the recorded numbers instead of counting again.
+    ``extra`` is what content blocks add beyond their text (images,
+    documents, thinking: ``domain.content_blocks.extra_tokens``).
     """
     count = count_tokens.__wrapped__
-    return {"encoding": ENCODING, "text": count(text), "call": count(call) if call else 0}
+    counts: TokenCounts = {"encoding": ENCODING, "text": count(text),
+                           "call": count(call) if call else 0}  # fmt: skip
+    if blocks:
+        counts["extra"] = extra_tokens(blocks, count)
+    return counts
+
+
+def blocks_tokens(blocks: Any) -> int:
+    """What content blocks cost beyond their text view (0 without blocks)."""
+    return extra_tokens(blocks, count_tokens) if blocks else 0
 
 
 def item_tokens(rendered: str, call: str | None = None, name: str | None = None) -> int:
@@ -75,7 +88,11 @@ def item_tokens(rendered: str, call: str | None = None, name: str | None = None)
 
 
 def node_item_tokens(
-    counts: TokenCounts | None, text: str, call: str | None, name: str | None
+    counts: TokenCounts | None,
+    text: str,
+    call: str | None,
+    name: str | None,
+    blocks: Any = None,
 ) -> int:
     """``item_tokens`` of a node's own text, from the recorded counts when they apply.
 
@@ -85,6 +102,6 @@ def node_item_tokens(
     drifting when the tokenizer library changes.
     """
     if counts is None or counts.get("encoding") != ENCODING:
-        return item_tokens(text, call, name)
-    recorded: int = counts["text"] + counts["call"]
+        return item_tokens(text, call, name) + blocks_tokens(blocks)
+    recorded: int = counts["text"] + counts["call"] + counts.get("extra", 0)
     return MESSAGE_OVERHEAD + recorded + (count_tokens(name) if name else 0)

@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.call_ids import call_framing
 from domain.context import ORD_STEP, STATES, Item, Transition, tightens
+from domain.node_text import canonical_json
 from domain.policy import Policy
-from domain.render import call_framing
-from domain.tokens import item_tokens
+from domain.tokens import blocks_tokens, item_tokens
 
 
 def never_folds(item: Item, generation: int = 2) -> bool:
@@ -36,14 +37,16 @@ _SAME: Any = object()
 
 
 def tokens_of(item: Item, policy: Policy, rendered: str | None = None,
-              call: str | None = _SAME) -> int:  # fmt: skip
-    """What ``item`` costs with ``rendered`` and ``call`` (default: its own), as rendered.
+              call: str | None = _SAME, blocks: Any = _SAME) -> int:  # fmt: skip
+    """What ``item`` costs showing ``rendered``, ``call`` and ``blocks`` (default: its own).
 
-    Generation 2 counts a tool call's blocks and ids too (``render.call_framing``).
+    Content blocks add what their text does not say (images, documents);
+    generation 2 counts a tool call's blocks and ids too (``render.call_framing``).
     """
     text = item.rendered if rendered is None else rendered
     args = item.call if call is _SAME else call
     tokens = item_tokens(text, args, item.name)
+    tokens += blocks_tokens(item.blocks if blocks is _SAME else blocks)
     if policy.generation >= 2 and item.role == "tool" and args is not None:
         tokens += call_framing(item)
     return tokens
@@ -51,7 +54,8 @@ def tokens_of(item: Item, policy: Policy, rendered: str | None = None,
 
 def result_key(item: Item) -> str:
     """What makes two tool results the same for deduplication."""
-    return f"{item.name or ''}\x00{item.rendered}"
+    shown = canonical_json(item.blocks) if item.blocks else item.rendered
+    return f"{item.name or ''}\x00{shown}"
 
 
 @dataclass
@@ -294,12 +298,12 @@ class WorkingContext:
         """The one way a rule changes what an item shows (its state changes apart)."""
         self._release(item)
         self._forget_result(item)
-        item.rendered, item.call = rendered, call
+        item.rendered, item.call, item.blocks = rendered, call, None  # replaced as a whole
         self.retoken(item, tokens_of(item, self.policy))
 
     def refer(self, item: Item, original: Item, rendered: str) -> None:
         """Show a fresh ``item`` as a reference to ``original``'s equal result."""
-        item.rendered, item.dedup_of = rendered, original.item_id
+        item.rendered, item.dedup_of, item.blocks = rendered, original.item_id, None
         self.retoken(item, tokens_of(item, self.policy))
         self.dedups.setdefault(original.item_id, []).append(item.item_id)
 
@@ -312,7 +316,7 @@ class WorkingContext:
             item.dedup_of = None
             if item.state != "full":
                 continue
-            item.rendered = original.rendered
+            item.rendered, item.blocks = original.rendered, original.blocks
             self.retoken(item, tokens_of(item, self.policy))
             self.results.setdefault(result_key(item), item.item_id)
             self.audit(

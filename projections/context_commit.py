@@ -94,6 +94,7 @@ def build(
         "summary_request": dumps(request) if request else None,
         "counts": dumps(counts), "notification_id": event.notification_id,
         "over_window": dumps(result.over_window) if result.over_window else None,
+        "tools": None,  # the projector names the declared tools in effect
     }  # fmt: skip
     transitions = [
         {

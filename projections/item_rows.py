@@ -19,56 +19,71 @@ from dataclasses import MISSING, fields
 from operator import attrgetter
 from typing import Any
 
-from domain.context import ITEM_FIELDS, Item
+from domain.context import ITEM_FIELDS, Item, Natural
+from domain.node_text import node_blocks
 from domain.node_text import node_texts as natural_texts
 from projections.records import NodeRow
 
-# A node's texts as an item first shows them: (rendered, call), or None when
-# the node is unknown.
-TextsOf = Callable[[str], "tuple[str, str | None] | None"]
-_OMITTABLE = ("rendered", "call")
+# What an item of a node shows as it first appears, or None when the node is unknown.
+TextsOf = Callable[[str], "Natural | None"]
+_OMITTABLE = Natural._fields
 _KEEP = object()  # the "default" of fields a stored item always spells out
 _STORED_DEFAULTS = tuple(
-    _KEEP if f.name == "call" or f.default is MISSING else f.default for f in fields(Item)
+    _KEEP if f.name in _OMITTABLE or f.default is MISSING else f.default for f in fields(Item)
 )
 _values = attrgetter(*ITEM_FIELDS)
 
 
-def node_texts(node: NodeRow) -> tuple[str, str | None]:
-    """What a ``full`` item of ``node`` renders (cached on the node)."""
+def node_texts(node: NodeRow) -> Natural:
+    """What a ``full`` item of ``node`` shows (cached on the node)."""
     if node.texts is None:
-        node.texts = natural_texts(node.role, node.input, node.output)
+        rendered, call = natural_texts(node.role, node.input, node.output)
+        blocks = node_blocks(node.role, node.input, node.output)
+        call_id = node.call_id if node.role == "tool" else None
+        node.texts = Natural(rendered, call, blocks, call_id)
     return node.texts
 
 
 def stored_item(item: Item, texts_of: TextsOf) -> dict[str, Any]:
     """``item`` as a row stores it: text equal to its node's, and defaults, left out.
 
-    Most of an item's nineteen fields sit at their defaults, and loading
-    (``Item(**raw)``) restores those for free.  ``call`` is the exception:
-    a missing ``call`` always means "the node's own", never "None".
+    Most of an item's fields sit at their defaults, and loading
+    (``Item(**raw)``) restores those for free.  The node's own fields
+    (``Natural``: text, call, blocks, call id) are the exception: a missing
+    one always means "the node's own", never the default.
     """
     raw = {name: value for name, value, default
            in zip(ITEM_FIELDS, _values(item), _STORED_DEFAULTS, strict=True)
            if value is not default}  # fmt: skip
-    if item.source_node_id is not None:
-        natural = texts_of(item.source_node_id)
-        if natural is not None:
-            if item.rendered == natural[0]:
-                del raw["rendered"]
-            if item.call == natural[1]:
-                del raw["call"]
+    if item.source_node_id is None:  # no node to fall back on: a missing field is its default
+        for name in ("blocks", "call_id"):
+            if raw.get(name) is None:
+                raw.pop(name, None)
+        return raw
+    natural = texts_of(item.source_node_id)
+    if natural is not None:
+        for name, value in zip(_OMITTABLE, natural, strict=True):
+            if raw.get(name) == value:
+                del raw[name]
     return raw
 
 
 def loaded_item(raw: dict[str, Any], texts_of: TextsOf) -> Item:
-    """The inverse of ``stored_item``."""
-    if "rendered" not in raw or "call" not in raw:
+    """The inverse of ``stored_item``.
+
+    Rows written before blocks and call ids were items' own fields lack them:
+    an item shows its node's blocks only while it shows its node's text (a
+    rule that rewrote the text replaced the whole content).
+    """
+    if raw.get("source_node_id") is not None and any(name not in raw for name in _OMITTABLE):
         natural = texts_of(raw["source_node_id"])
         if natural is None:
             raise LookupError(f"stored item {raw['item_id']!r} refers to unknown node "
                               f"{raw['source_node_id']!r}")  # fmt: skip
-        raw = dict(zip(_OMITTABLE, natural, strict=True)) | raw
+        own = natural._asdict()
+        if "rendered" in raw and "blocks" not in raw:
+            own["blocks"] = None
+        raw = own | raw
     return Item.from_json(raw)
 
 

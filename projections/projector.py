@@ -9,13 +9,14 @@ in a worker process, and in a rebuild.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from domain import events as ev
-from domain.context import Item
+from domain.context import Item, Natural
 from domain.node_claim import NodeClaim
 from domain.policy import Policy
 from domain.working_context import WorkingContext
@@ -23,7 +24,7 @@ from projections.context_commit import build
 from projections.dag_index import DagIndex
 from projections.expansion import expand_attach, merge_peers
 from projections.item_rows import items_from_rows, node_texts
-from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow
+from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow, dumps
 
 RowLoader = Callable[[str], list[dict[str, Any]]]
 CACHE_SIZE = 16
@@ -60,7 +61,7 @@ class Projector:
         meta = self.commits[commit_id]
         return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id, self.texts_of)
 
-    def texts_of(self, node_id: str) -> tuple[str, str | None] | None:
+    def texts_of(self, node_id: str) -> Natural | None:
         """A node's own texts, which stored items refer to instead of copying."""
         node = self.dag.nodes.get(node_id)
         return node_texts(node) if node is not None else None
@@ -139,6 +140,7 @@ class Projector:
 
     def _started(self, event: Any, info: EventInfo) -> None:
         branched = event.branched_from
+        source = self.dag.sessions.get(branched["session_id"]) if branched else None
         session = SessionRow(
             info.session_id, event.title, event.model, event.context_window,
             branched["node_id"] if branched else None, None,
@@ -146,6 +148,8 @@ class Projector:
             {"session_id": branched["session_id"], "node_id": branched["node_id"]}
             if branched else None,
             info.seq, info.at, info.notification_id, info.notification_id,
+            # a branch offers the tools its source declared, until it declares its own
+            tools=list(source.tools) if source is not None else [],
         )  # fmt: skip
         self.dag.sessions[info.session_id] = session
         self.outbox.new_sessions[info.session_id] = session
@@ -282,6 +286,12 @@ class Projector:
             extra=extra,
         )  # fmt: skip
         row = built.row
+        if session.tools:
+            if session.tools_row is None:
+                tools = dumps(session.tools)
+                session.tools_row = (tools, tools_key(tools))
+            tools, row["tools"] = session.tools_row
+            self.outbox.tool_sets.setdefault(row["tools"], tools)
         self.pending[row["commit_id"]] = row
         self.outbox.commits.append(row)
         for transition in built.transitions:  # ordinals count within one event
@@ -313,6 +323,12 @@ class Projector:
             session.pinned = sorted(set(session.pinned) - {event.node_id})
         self.recommit_head(info, session)
 
+    def on_tools(self, event: Any, info: EventInfo, session: SessionRow) -> None:
+        session.tools = [dict(tool) for tool in event.tools]
+        session.tools_row = None
+        session.graph_position = info.notification_id
+        self.recommit_head(info, session)  # the head's budget counts the new definitions
+
     def on_compaction(self, event: Any, info: EventInfo, session: SessionRow) -> None:
         settings = {"instructions": event.instructions, "summarizer_model": event.summarizer_model}
         session.compaction = settings if any(v is not None for v in settings.values()) else None
@@ -337,6 +353,11 @@ class Projector:
             fold_summary(ctx, event.summary_id, list(event.covered), event.text, event.summarizer)
 
         self.recommit_head(info, session, extra=fold, head=head)
+
+
+def tools_key(tools: str) -> str:
+    """The key of a declared tool set: a digest of its canonical JSON."""
+    return hashlib.sha256(tools.encode()).hexdigest()[:32]
 
 
 def meta_of(row: dict[str, Any]) -> CommitMeta:
@@ -364,4 +385,5 @@ HANDLERS: dict[str, Callable[[Projector, Any, EventInfo, SessionRow], None]] = {
     "UsageMeasured": Projector.on_usage,
     "SummaryRecorded": Projector.on_summary,
     "CompactionConfigured": Projector.on_compaction,
+    "ToolsDeclared": Projector.on_tools,
 }

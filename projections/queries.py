@@ -51,6 +51,9 @@ def load_commit(projector: Projector, store: ProjectionStore, session_id: str,
                 commit_id: str) -> ContextCommit:  # fmt: skip
     with store.engine.connect() as conn:
         row = conn.execute(select(t.commits).where(t.commits.c.commit_id == commit_id)).first()
+        tools = conn.execute(select(t.tool_sets.c.tools)
+                             .where(t.tool_sets.c.tools_key == row.tools)).scalar() if (
+            row is not None and row.tools) else None  # fmt: skip
     if row is None or (session_id and row.session_id != str(session_id)):
         raise errors.NotFound(f"unknown commit {commit_id}", commit_id=commit_id)
     items = tuple(projector.items_of(commit_id))
@@ -61,6 +64,7 @@ def load_commit(projector: Projector, store: ProjectionStore, session_id: str,
         rules_version=row.rules_version, total_tokens=row.total_tokens,
         event_id=row.event_id, event_seq=row.event_seq, created_at=row.created_at,
         items=items, summary_request=with_item_ids(request, items) if request else None,
+        tools=tuple(json.loads(tools)) if tools else (),
     )  # fmt: skip
 
 

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.context import Natural
 from domain.node_text import canonical_json
 
 # Canonical JSON (one definition, shared with the write side): rebuilds rely on it.
@@ -32,9 +33,9 @@ class NodeRow:
     event_id: str
     notification_id: int
     token_counts: dict[str, Any] | None = None  # as the write side recorded them, if it did
-    # (rendered, call) as an item first shows them; filled on first use by
+    # What an item first shows of the node; filled on first use by
     # ``projections.item_rows.node_texts`` and never stored in the row.
-    texts: tuple[str, str | None] | None = field(default=None, repr=False, compare=False)
+    texts: Natural | None = field(default=None, repr=False, compare=False)
 
     def to_row(self) -> dict[str, Any]:
         return {
@@ -75,6 +76,9 @@ class SessionRow:
     graph_position: int
     notification_id: int
     compaction: dict[str, Any] | None = None  # CompactionConfigured: instructions, model
+    tools: list[dict[str, Any]] = field(default_factory=list)  # ToolsDeclared: the latest
+    # (canonical JSON of ``tools``, its key): what commits name, worked out once a set
+    tools_row: tuple[str, str] | None = field(default=None, repr=False, compare=False)
 
     def to_row(self) -> dict[str, Any]:
         return {
@@ -85,6 +89,7 @@ class SessionRow:
             "version": self.version, "created_at": self.created_at,
             "graph_position": self.graph_position, "notification_id": self.notification_id,
             "compaction": dumps(self.compaction) if self.compaction else None,
+            "tools": dumps(self.tools) if self.tools else None,
         }  # fmt: skip
 
     @classmethod
@@ -96,6 +101,7 @@ class SessionRow:
             json.loads(m["branched_from"]) if m["branched_from"] else None,
             m["version"], m["created_at"], m["graph_position"], m["notification_id"],
             json.loads(m["compaction"]) if m.get("compaction") else None,
+            json.loads(m["tools"]) if m.get("tools") else [],
         )  # fmt: skip
 
 
@@ -135,7 +141,8 @@ class Outbox:
     commits: list[dict[str, Any]] = field(default_factory=list)
     transitions: list[dict[str, Any]] = field(default_factory=list)
     usage: list[dict[str, Any]] = field(default_factory=list)
+    tool_sets: dict[str, str] = field(default_factory=dict)  # key -> the declared tools' JSON
 
     def __bool__(self) -> bool:
         return bool(self.nodes or self.new_sessions or self.changed_sessions or self.commits
-                    or self.transitions or self.usage)  # fmt: skip
+                    or self.transitions or self.usage or self.tool_sets)  # fmt: skip

@@ -127,6 +127,9 @@ class ProjectionStore:
         self._insert(conn, t.commits, outbox.commits)
         self._insert(conn, t.transitions, outbox.transitions)
         self._insert(conn, t.usage, outbox.usage)
+        for key, tools in outbox.tool_sets.items():  # content-addressed: equal sets share a row
+            insert_set = self._insert_dialect(t.tool_sets).values(tools_key=key, tools=tools)
+            conn.execute(insert_set.on_conflict_do_nothing())
         conn.execute(
             update(t.tracking)
             .where(t.tracking.c.application_name == APPLICATION)

@@ -53,6 +53,7 @@ sessions = Table(
     Column("graph_position", BigInteger, nullable=False),  # last event that changed the graph
     Column("notification_id", BigInteger, nullable=False),
     Column("compaction", Text),  # JSON: the session's summarizer instructions and model
+    Column("tools", Text),  # JSON: the tools it declared last
 )
 
 nodes = Table(
@@ -99,6 +100,7 @@ commits = Table(
     Column("counts", Text, nullable=False),
     Column("notification_id", BigInteger, nullable=False),
     Column("over_window", Text),  # JSON: the window guard's shortfall, when it could not fit
+    Column("tools", String(32)),  # the declared tools in effect (ctx_tool_sets), if any
     Index("ix_ctx_commits_checkpoint", "checkpoint_id"),
     Index("ix_ctx_commits_session", "session_id", "notification_id"),
 )
@@ -137,5 +139,12 @@ usage = Table(
     Index("ix_ctx_usage_session", "session_id", "notification_id"),
 )
 
+tool_sets = Table(
+    "ctx_tool_sets",
+    metadata,
+    Column("tools_key", String(32), primary_key=True),  # a digest of the tools' JSON
+    Column("tools", Text, nullable=False),
+)
+
 # Everything a rebuild drops and recomputes (ctx_rules is history, kept).
-PROJECTION_TABLES = (tracking, sessions, nodes, commits, transitions, usage)
+PROJECTION_TABLES = (tracking, sessions, nodes, commits, transitions, usage, tool_sets)

@@ -19,7 +19,9 @@ from domain.rules.summarize import with_item_ids
 from domain.summarizer import Summarizer
 
 # The commands after which the API compacts the new head, if it asks.
-AUTO_COMPACT_AFTER = frozenset({"append_node", "add_sibling", "attach", "merge", "switch_model"})
+AUTO_COMPACT_AFTER = frozenset(
+    {"append_node", "add_sibling", "attach", "merge", "switch_model", "declare_tools"}
+)
 
 
 def run_to_fold(

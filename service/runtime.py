@@ -124,6 +124,11 @@ class Runtime:
 
     # ------------------------------------------------------------- queries
 
+    def tools(self, session_id: str) -> dict[str, Any]:
+        with self._lock:
+            session = q.session_row(self._projector(), session_id)
+            return {"session_id": session.session_id, "tools": session.tools}
+
     def sessions(self) -> list[dict[str, Any]]:
         with self._lock:
             return q.sessions(self._projector())

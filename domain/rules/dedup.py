@@ -11,8 +11,8 @@ when it ages, clears or folds, the reference gets its result back
 
 from __future__ import annotations
 
+from domain.call_ids import item_call_id
 from domain.context import Item
-from domain.render import tool_call_id
 from domain.working_context import WorkingContext, result_key, tokens_of
 
 MIN_SAVING = 32  # tokens: below this a reference is not worth the indirection
@@ -20,7 +20,7 @@ MIN_SAVING = 32  # tokens: below this a reference is not worth the indirection
 
 def reference(original: Item) -> str:
     return (f"[same result as the earlier {original.name or 'tool'} call "
-            f"{tool_call_id(original.item_id)}: see it above]")  # fmt: skip
+            f"{item_call_id(original)}: see it above]")  # fmt: skip
 
 
 def dedup_result(ctx: WorkingContext, item: Item) -> None:
@@ -35,7 +35,7 @@ def dedup_result(ctx: WorkingContext, item: Item) -> None:
         return
     original = ctx.items[original_id]
     text = reference(original)
-    saved = item.tokens - tokens_of(item, policy, text)
+    saved = item.tokens - tokens_of(item, policy, text, blocks=None)
     if saved < MIN_SAVING:
         return
     ctx.refer(item, original, text)

@@ -15,7 +15,7 @@ PLACEHOLDER = "[cleared: idle tool result]"
 
 
 def clearing_saves(ctx: WorkingContext, item: Item) -> int:
-    return max(0, item.tokens - tokens_of(item, ctx.policy, PLACEHOLDER))
+    return max(0, item.tokens - tokens_of(item, ctx.policy, PLACEHOLDER, blocks=None))
 
 
 def clear(ctx: WorkingContext, item_id: str, rule: str, inputs: str) -> None:

@@ -38,7 +38,7 @@ def cut_args(call: str | None, cap: int) -> str | None:
 def aging_saves(ctx: WorkingContext, item: Item) -> int:
     """Tokens aging ``item`` would free."""
     aged = tokens_of(item, ctx.policy, stub(item.rendered, item.is_error),
-                     cut_args(item.call, ctx.policy.args_cap))  # fmt: skip
+                     cut_args(item.call, ctx.policy.args_cap), None)  # fmt: skip
     return max(0, item.tokens - aged)
 
 

@@ -6,6 +6,7 @@ the bottom (exit codes, test summaries), which is what agents read.
 
 from __future__ import annotations
 
+from domain.content_blocks import text_view
 from domain.context import Item
 from domain.policy import Policy
 from domain.working_context import tokens_of
@@ -33,10 +34,22 @@ def cap_item(item: Item, policy: Policy) -> str | None:
     if item.role != "tool" or (item.locked and policy.generation < 2):
         return None
     original = len(item.rendered)
-    text, cut = cut_middle(item.rendered, policy.result_cap)
-    if not cut:
-        return None
-    item.rendered = text
+    if item.blocks:  # each text block on its own; images and documents stay whole
+        blocks, cut = [], 0
+        for block in item.blocks:
+            if block["type"] == "text":
+                text, cut_here = cut_middle(block["text"], policy.result_cap)
+                cut += cut_here
+                block = {**block, "text": text} if cut_here else block
+            blocks.append(block)
+        if not cut:
+            return None
+        item.blocks = blocks
+        item.rendered = text_view(blocks)
+    else:
+        item.rendered, cut = cut_middle(item.rendered, policy.result_cap)
+        if not cut:
+            return None
     item.truncated = True
     item.tokens = tokens_of(item, policy)
     return f"result {original} chars > cap {policy.result_cap}; cut {cut}"

@@ -10,8 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from domain.call_ids import tool_call_id, tool_name
 from domain.context import ContextCommit, Item
-from domain.render import render_commit, render_shape, tool_call_id, tool_name
+from domain.render import render_commit, render_shape
 
 MODEL = "anthropic:claude-sonnet-4"
 # What the providers accept (Anthropic ids and names; OpenAI's 40-char id limit).

@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 import pytest
 
 from domain.budget import Budget
+from domain.call_ids import call_framing
 from domain.context import Item
 from domain.pipeline import touch_reads
 from domain.policy import Policy
-from domain.render import call_framing
 from domain.rules.emergency import emergency_clear
 from domain.rules.idle_clearing import PLACEHOLDER, clear_idle
 from domain.rules.summarize import fold_summary, summary_request

@@ -29,7 +29,9 @@ def node(role: str, input: object, output: object) -> NodeRow:
 @given(
     role=st.sampled_from(ROLES[:4]),
     input=st.one_of(st.none(), texts, st.dictionaries(texts, texts, max_size=3)),
-    output=st.one_of(st.none(), texts, st.dictionaries(texts, st.integers(), max_size=3)),
+    output=st.one_of(st.none(), texts, st.dictionaries(texts, st.integers(), max_size=3),
+                     st.lists(st.builds(lambda t: {"type": "text", "text": t}, texts),
+                              min_size=1, max_size=2)),
     rewrite=st.one_of(st.none(), texts),
     call=st.one_of(st.none(), texts),
     keep_call=st.booleans(),
@@ -44,12 +46,16 @@ def test_a_stored_item_loads_back_equal(
     keep_call: bool, flags: dict[str, Any],
 ) -> None:  # fmt: skip
     source = node(role, input, output)
-    natural, natural_call = node_texts(source)
-    item = Item("n1", "n1", role, "full", natural if rewrite is None else rewrite, 3, 1024,
-                0.0, call=natural_call if keep_call else call, **flags)  # fmt: skip
+    natural = node_texts(source)
+    own = rewrite is None
+    item = Item("n1", "n1", role, "full", natural.rendered if own else rewrite, 3, 1024,
+                0.0, call=natural.call if keep_call else call,
+                blocks=natural.blocks if own else None, call_id=natural.call_id,
+                **flags)  # fmt: skip
     raw = stored_item(item, lambda _: node_texts(source))
-    assert ("rendered" in raw) == (item.rendered != natural)
-    assert ("call" in raw) == (item.call != natural_call)
+    assert ("rendered" in raw) == (item.rendered != natural.rendered)
+    assert ("call" in raw) == (item.call != natural.call)
+    assert ("blocks" in raw) == (item.blocks != natural.blocks)
     assert loaded_item(raw, lambda _: node_texts(source)) == item
 
 
@@ -58,6 +64,7 @@ def test_items_without_a_node_keep_their_own_text() -> None:
                    reason="summary of 2 items")  # fmt: skip
     raw = stored_item(summary, lambda _: None)
     assert raw["rendered"] == "[Summary] x" and raw["call"] is None
+    assert "blocks" not in raw and "call_id" not in raw
     assert "locked" not in raw, "fields at their defaults are left out"
     assert loaded_item(raw, lambda _: None) == summary
 

@@ -441,9 +441,9 @@ def test_the_budget_counts_the_tools_the_request_lists(rt: Runtime) -> None:
                "test", head["id"], at=at(9))  # fmt: skip
     listed = rt.rendered(sid, "openai")["request"]["tools"]
     assert [t["function"]["name"] for t in listed] == ["only_once"], "still callable"
-    from domain.pipeline import definition_tokens
+    from domain.tool_specs import definition_tokens
 
-    assert rt.budget(sid)["tools"] == definition_tokens(["only_once"])
+    assert rt.budget(sid)["tools"] == definition_tokens([{"name": "only_once"}])
 
 
 class Recording:

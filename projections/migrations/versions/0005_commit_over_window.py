@@ -7,7 +7,9 @@ shortfall and why.  Commits made before have no such record (NULL), which
 is what a rebuild writes for them too: their rules did not check.
 
 Sessions gain ``compaction`` (``CompactionConfigured``: the instructions and
-model their summaries are written with); NULL until one is configured.
+model their summaries are written with) and ``tools`` (``ToolsDeclared``);
+commits name the declared tools in effect by a key into ``ctx_tool_sets``.
+All NULL (none) for what came before.
 
 Revision ID: 0005
 Revises: 0004
@@ -24,10 +26,21 @@ depends_on = None
 def upgrade() -> None:
     op.add_column("ctx_commits", sa.Column("over_window", sa.Text(), nullable=True))
     op.add_column("ctx_sessions", sa.Column("compaction", sa.Text(), nullable=True))
+    op.add_column("ctx_sessions", sa.Column("tools", sa.Text(), nullable=True))
+    op.add_column("ctx_commits", sa.Column("tools", sa.String(length=32), nullable=True))
+    op.create_table(
+        "ctx_tool_sets",
+        sa.Column("tools_key", sa.String(length=32), nullable=False),
+        sa.Column("tools", sa.Text(), nullable=False),
+        sa.PrimaryKeyConstraint("tools_key"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("ctx_tool_sets")
     with op.batch_alter_table("ctx_commits") as batch:
         batch.drop_column("over_window")
+        batch.drop_column("tools")
     with op.batch_alter_table("ctx_sessions") as batch:
         batch.drop_column("compaction")
+        batch.drop_column("tools")

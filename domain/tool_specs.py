@@ -1,0 +1,59 @@
+"""The tool definitions a request lists, and what they cost.
+
+A session declares its tools (``ToolsDeclared``: name, description, JSON
+schema); a tool the history used without a declaration is listed by name
+with an open schema, as before declarations existed.  A tool whose every use
+is folded into a summary stays listed unless the policy drops it
+(``drop_summarized_tools``): the tool list is the most stable part of a
+request, and the agent may call the tool again.  The render step lists
+exactly ``listed_tools`` and the budget counts exactly ``definition_tokens``
+of them, so ``/budget`` and ``/render`` cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from domain.context import Item
+from domain.node_text import canonical_json
+from domain.tokens import count_tokens
+
+Spec = dict[str, Any]
+DEFINITION_OVERHEAD = 8  # tokens a provider adds around one tool definition
+OPEN_SCHEMA: Spec = {"type": "object"}
+
+
+def uses(items: Iterable[Item]) -> dict[str, bool]:
+    """Tool name -> whether any use of it is still shown (not folded into a summary)."""
+    seen: dict[str, bool] = {}
+    for item in items:
+        if item.role == "tool":
+            name = item.name or "tool"
+            seen[name] = seen.get(name, False) or item.state != "summarized"
+    return seen
+
+
+def listed_tools(used: Mapping[str, bool], declared: Sequence[Spec] = (),
+                 drop_summarized: bool = False) -> list[Spec]:  # fmt: skip
+    """Declared tools and the undeclared ones the history used, sorted by name."""
+    out: dict[str, Spec] = {}
+    for spec in declared:
+        name = spec["name"]
+        if not (drop_summarized and name in used and not used[name]):
+            out[name] = spec
+    for name, shown in used.items():
+        if name not in out and (shown or not drop_summarized):
+            out[name] = {"name": name}
+    return [out[name] for name in sorted(out)]
+
+
+def definition_tokens(specs: Iterable[Spec]) -> int:
+    total = 0
+    for spec in specs:
+        total += count_tokens(spec["name"]) + DEFINITION_OVERHEAD
+        if spec.get("description"):
+            total += count_tokens(spec["description"])
+        if "input_schema" in spec:
+            total += count_tokens(canonical_json(spec["input_schema"]))
+    return total
