@@ -51,19 +51,20 @@ async def append_node(request: Request) -> Response:
     return _reply(201, sid, version, node_id=node_id)
 
 
-async def add_sibling(request: Request) -> Response:
+async def add_sibling(request: Request, kind: str) -> Response:
     sid, nid = request.path_params["sid"], request.path_params["nid"]
     body = await s.parse_body(request, s.AddSibling)
-    node_id, version = await _execute(request, "add_sibling", sid, of=nid, **_args(body))
-    return _reply(201, sid, version, node_id=node_id, sibling_of=nid)
+    node_id, version = await _execute(request, "add_sibling", sid, of=nid, kind=kind,
+                                      **_args(body))  # fmt: skip
+    return _reply(201, sid, version, node_id=node_id, sibling_of=nid, kind=kind)
 
 
 async def retry(request: Request) -> Response:
-    return await add_sibling(request)
+    return await add_sibling(request, "retry")
 
 
 async def edit(request: Request) -> Response:
-    return await add_sibling(request)
+    return await add_sibling(request, "edit")
 
 
 async def checkout(request: Request) -> Response:
@@ -158,10 +159,11 @@ ENDPOINTS = [
     Endpoint("POST", f"{S}/nodes", append_node, "Append a node (HEAD moves to it)", s.AppendNode,
              status=201, errors=STALE),
     Endpoint("POST", f"{S}/nodes/{{nid}}/retry", retry,
-             "Retry a node: a sibling version (retry if same content, else edit)", s.AddSibling,
+             "Retry a node: a new sample of the same prompt, recorded as a sibling version "
+             "of kind retry (its content may differ)", s.AddSibling,
              status=201, errors=STALE),
     Endpoint("POST", f"{S}/nodes/{{nid}}/edit", edit,
-             "Edit a node: a sibling version (edit if new content, else retry)", s.AddSibling,
+             "Edit a node: a sibling version of kind edit", s.AddSibling,
              status=201, errors=STALE),
     Endpoint("POST", f"{S}/checkout", checkout, "Move HEAD (display only)", s.Checkout,
              errors=STALE),

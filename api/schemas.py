@@ -61,8 +61,8 @@ class AppendNode(Command):
 
 
 class AddSibling(Command):
-    """Retry or edit: the body is the new version's content; the session
-    decides whether it is a retry (same content) or an edit (different)."""
+    """Retry or edit: the body is the new version's content; the route says which
+    (a retry is a new sample of the same prompt, so new content is expected)."""
 
     input: Any = None
     output: Any = None

@@ -230,10 +230,12 @@ class CtxStore(Application[UUID]):
         return self._command(session_id, expected_version, lambda s: s.append_node(**kwargs))
 
     def add_sibling(
-        self, session_id: UUID | str, of: str, expected_version: int | None = None,
+        self, session_id: UUID | str, of: str, kind: str, expected_version: int | None = None,
         **kwargs: Any,
     ) -> tuple[str, int]:  # fmt: skip
-        return self._command(session_id, expected_version, lambda s: s.add_sibling(of, **kwargs))
+        return self._command(
+            session_id, expected_version, lambda s: s.add_sibling(of, kind=kind, **kwargs)
+        )
 
     def checkout(
         self, session_id: UUID | str, node_id: str, version: int | None = None,

@@ -24,8 +24,9 @@ as ``"predecesor"`` would otherwise silently attach a node to HEAD).
 * ``id`` becomes the node id verbatim; without one the store makes a UUID.
 * ``predecessor``/``caller`` default the way the API does: to HEAD, and for
   a tool node to the assistant at (or above) HEAD.
-* ``retry`` and ``edit`` are the same command: a sibling of ``of``; the
-  domain calls it a retry when the content is identical, an edit otherwise.
+* ``retry`` and ``edit`` both add a sibling version of ``of``, recorded as
+  the kind the line names: a retry is a new sample of the same prompt (its
+  text may differ), an edit changes the node.
 * ``at`` is an ISO-8601 time (``Z`` or an offset; a time without one is
   UTC).  A line without ``at`` happens at the previous line's time, and
   before any ``at`` at the moment of the import.  Times may not go back:
@@ -215,14 +216,17 @@ def _commands(agg: Session) -> dict[str, Callable[[JSON, datetime], Any]]:
         kwargs = {k: v for k, v in f.items() if k != "id"}
         return agg.append_node(node_id=f.get("id"), at=at, **kwargs)
 
-    def retry(f: JSON, at: datetime) -> Any:
-        kwargs = {k: v for k, v in f.items() if k not in ("of", "id")}
-        return agg.add_sibling(f["of"], node_id=f.get("id"), at=at, **kwargs)
+    def version(kind: str) -> Callable[[JSON, datetime], Any]:
+        def add(f: JSON, at: datetime) -> Any:
+            kwargs = {k: v for k, v in f.items() if k not in ("of", "id")}
+            return agg.add_sibling(f["of"], kind=kind, node_id=f.get("id"), at=at, **kwargs)
+
+        return add
 
     return {
         "node": node,
-        "retry": retry,
-        "edit": retry,
+        "retry": version("retry"),
+        "edit": version("edit"),
         "checkout": lambda f, at: agg.checkout(f["node"], f.get("version"), at=at),
         "pin": lambda f, at: agg.pin(f["node"], at=at),
         "unpin": lambda f, at: agg.unpin(f["node"], at=at),

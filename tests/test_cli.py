@@ -435,3 +435,19 @@ def test_importing_an_export_says_what_the_file_is(
     assert run(capsys, "export", sid, "--db", db, "--out", str(out))[0] == 0
     status, _, err = run(capsys, "import", str(out), "--db", db)
     assert status == 2 and "line 1: this is a 'ctxstore export'" in err, err
+
+
+def test_retry_and_edit_lines_record_the_kind_they_name(
+    capsys: pytest.CaptureFixture[str], store_url: str, tmp_path: Path
+) -> None:
+    """A retry line with new text is a new sample; an edit line with the same text an edit."""
+    records = SMALL[:7] + [
+        {"type": "retry", "of": "a2", "id": "a2r", "output": "Done, said differently."},
+        {"type": "edit", "of": "a2", "id": "a2e", "output": "Done."},
+    ]
+    sid = imported(capsys, store_url, write(tmp_path / "t.jsonl", records))
+    status, out, _ = run(capsys, "export", sid, "--db", store_url)
+    assert status == 0
+    kinds = {r["data"]["node_id"]: r["data"]["version_kind"]
+             for r in map(json.loads, out.splitlines()) if r["type"] == "NodeAppended"}  # fmt: skip
+    assert (kinds["a2r"], kinds["a2e"]) == ("retry", "edit")
