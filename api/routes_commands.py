@@ -51,6 +51,15 @@ async def append_node(request: Request) -> Response:
     return _reply(201, sid, version, node_id=node_id)
 
 
+async def append_batch(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.AppendBatch)
+    nodes = [node.model_dump(exclude_none=True) for node in body.nodes]
+    node_ids, version = await _execute(request, "append_nodes", sid, nodes=nodes,
+                                       **_args(body, "nodes"))  # fmt: skip
+    return _reply(201, sid, version, node_ids=node_ids)
+
+
 async def add_sibling(request: Request, kind: str) -> Response:
     sid, nid = request.path_params["sid"], request.path_params["nid"]
     body = await s.parse_body(request, s.AddSibling)
@@ -158,6 +167,9 @@ ENDPOINTS = [
     Endpoint("POST", "/sessions", start_session, "Start a session", s.StartSession, status=201),
     Endpoint("POST", f"{S}/nodes", append_node, "Append a node (HEAD moves to it)", s.AppendNode,
              status=201, errors=STALE),
+    Endpoint("POST", f"{S}/nodes/batch", append_batch,
+             "Append several nodes in one atomic command (a turn and its tool calls)",
+             s.AppendBatch, status=201, errors=STALE),
     Endpoint("POST", f"{S}/nodes/{{nid}}/retry", retry,
              "Retry a node: a new sample of the same prompt, recorded as a sibling version "
              "of kind retry (its content may differ)", s.AddSibling,

@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 
 from api import schemas as s
 from api.openapi import Endpoint
+from projections.session_queries import decode_cursor
 from service.event_json import event_to_json
 from service.runtime import Runtime
 
@@ -42,13 +43,29 @@ async def events(request: Request) -> Response:
     has_more = len(page) > q.limit
     page = page[: q.limit]
     last = page[-1]["originator_version"] if page else q.after
+    # ``next`` is what to pass as ``after`` for the following page, None once this
+    # page reached the end (as on /sessions); ``next_after`` is where a client
+    # tailing the feed polls from, whether or not more is there yet.
     return JSONResponse({"session_id": sid, "after": q.after, "events": page,
+                         "next": last if has_more else None,
                          "next_after": last, "has_more": has_more})  # fmt: skip
 
 
 async def sessions(request: Request) -> Response:
+    q = s.parse_query(request, s.SessionsQuery)
+    after = decode_cursor(q.after) if q.after else None
+    page, cursor = await _query(request, "sessions", q.limit, after)
+    return JSONResponse({"sessions": page, "next": cursor})
+
+
+async def session(request: Request) -> Response:
     _no_query(request)
-    return JSONResponse({"sessions": await _query(request, "sessions")})
+    return JSONResponse(await _query(request, "session_info", request.path_params["sid"]))
+
+
+async def nodes(request: Request) -> Response:
+    q = s.parse_query(request, s.NodesQuery)
+    return JSONResponse(await _query(request, "branch_nodes", request.path_params["sid"], q.head))
 
 
 async def dag(request: Request) -> Response:
@@ -129,7 +146,11 @@ async def health(request: Request) -> Response:
 
 S = "/sessions/{sid}"
 ENDPOINTS = [
-    Endpoint("GET", "/sessions", sessions, "Every session, oldest first"),
+    Endpoint("GET", "/sessions", sessions, "Sessions, oldest first, a page at a time",
+             query=s.SessionsQuery),
+    Endpoint("GET", S, session, "One session: head, version, model, window and counts"),
+    Endpoint("GET", f"{S}/nodes", nodes, "The nodes of a branch, oldest first, with content",
+             query=s.NodesQuery),
     Endpoint("GET", f"{S}/events", events, "The replay feed, paged by originator version",
              query=s.EventsQuery),
     Endpoint("GET", f"{S}/dag", dag, "Every node with its edges and sibling versions"),

@@ -14,6 +14,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from starlette.requests import Request
 
 from api.errors import MalformedJSON
+from projections.session_queries import decode_cursor
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -58,6 +59,33 @@ class AppendNode(Command):
     call_id: str | None = None
     reads: list[str] | None = None
     metadata: dict[str, Any] | None = None
+
+
+class BatchNode(Body):
+    """One entry of a batch: a node, or (with ``sibling_of`` and ``kind``) a version of one."""
+
+    role: str | None = Field(None, description="user | assistant | tool | system; a version "
+                             "may leave it out (it keeps its node's role)")  # fmt: skip
+    node_id: str | None = Field(None, min_length=1)
+    name: str | None = None
+    input: Any = None
+    output: Any = None
+    predecessor: str | None = Field(None, description="may name an earlier node of the batch")
+    caller: str | None = Field(None, description="may name an earlier node of the batch")
+    call_id: str | None = None
+    reads: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    sibling_of: str | None = Field(None, description="make this entry a version of that node")
+    kind: Literal["retry", "edit"] | None = Field(
+        None, description="with sibling_of: a new sample of the same prompt, or an edit"
+    )
+    at: Timestamp | None = None
+
+
+class AppendBatch(Command):
+    """Several nodes in one atomic command: all of them are stored, or none."""
+
+    nodes: list[BatchNode] = Field(min_length=1, max_length=1000)
 
 
 class AddSibling(Command):
@@ -140,6 +168,23 @@ class EventsQuery(Query):
     limit: int = Field(100, ge=1, le=1000)
 
 
+def _cursor(value: str | None) -> str | None:
+    if value is not None:
+        decode_cursor(value)  # ValueError: a 422 naming the parameter
+    return value
+
+
+class SessionsQuery(Query):
+    after: Annotated[str | None, AfterValidator(_cursor)] = Field(
+        None, description="the `next` cursor of the previous page"
+    )
+    limit: int = Field(100, ge=1, le=1000)  # fmt: skip
+
+
+class NodesQuery(Query):
+    head: str | None = Field(None, description="the branch's last node (default: HEAD)")
+
+
 class RenderQuery(Query):
     shape: Literal["neutral", "openai", "anthropic"] = "neutral"
     commit: str | None = None
@@ -156,7 +201,7 @@ class EmptyQuery(Query):
 
 BODIES: dict[str, type[BaseModel]] = {
     m.__name__: m
-    for m in (StartSession, AppendNode, AddSibling, Checkout, Branch, NodeRef, Attach,
+    for m in (StartSession, AppendNode, AppendBatch, AddSibling, Checkout, Branch, NodeRef, Attach,
               Merge, Usage, StartRun, FinishRun, SwitchModel, Compact)
 }  # fmt: skip
 

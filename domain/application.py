@@ -23,6 +23,7 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
 
 from domain import errors
+from domain.batch import append_batch
 from domain.limits import check_label, check_model, check_window
 from domain.node_claim import claim_id
 from domain.session import Session
@@ -228,6 +229,13 @@ class CtxStore(Application[UUID]):
         self, session_id: UUID | str, expected_version: int | None = None, **kwargs: Any
     ) -> tuple[str, int]:
         return self._command(session_id, expected_version, lambda s: s.append_node(**kwargs))
+
+    def append_nodes(
+        self, session_id: UUID | str, nodes: Sequence[Mapping[str, Any]],
+        expected_version: int | None = None, at: datetime | None = None,
+    ) -> tuple[list[str], int]:  # fmt: skip
+        """Several nodes in one atomic write (``domain.batch``)."""
+        return self._command(session_id, expected_version, lambda s: append_batch(s, nodes, at))
 
     def add_sibling(
         self, session_id: UUID | str, of: str, kind: str, expected_version: int | None = None,

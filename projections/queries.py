@@ -31,17 +31,6 @@ def session_row(projector: Projector, session_id: str) -> SessionRow:
     return session
 
 
-def sessions(projector: Projector) -> list[dict[str, Any]]:
-    """Every session, oldest first: what a client lists before it picks one."""
-    rows = sorted(projector.dag.sessions.values(), key=lambda s: (s.created_at, s.session_id))
-    return [
-        {"session_id": s.session_id, "title": s.title, "model": s.model, "head": s.head,
-         "version": s.version, "running": s.running, "branched_from": s.branched_from,
-         "created_at": s.created_at}
-        for s in rows
-    ]  # fmt: skip
-
-
 def head_commit_id(projector: Projector, session: SessionRow) -> str | None:
     return projector.commit_at(session.session_id, session.head) if session.head else None
 

@@ -23,9 +23,11 @@ from domain.summarizer import Summarizer, summarizer_from_env
 from domain.tokens import check_tokenizer
 from domain.working_context import WorkingContext
 from projections import queries as q
+from projections import session_queries as sq
 from projections.context_commit import budget_of
 from projections.migrate import upgrade
 from projections.processor import Processor
+from projections.session_queries import SessionKey
 from projections.store import ProjectionStore
 
 RENDER_CACHE = 256
@@ -57,7 +59,7 @@ class Runtime:
         self.auto_catch_up = auto_catch_up
         self.auto_compact = auto_compact
         self._lock = threading.RLock()
-        self._rendered: OrderedDict[tuple[str, str, str, str], dict[str, Any]] = OrderedDict()
+        self._rendered: OrderedDict[tuple[str, str, str, str, int], dict[str, Any]] = OrderedDict()
         self.app.commit_resolver = self._latest_commit_of
 
     def close(self) -> None:
@@ -82,8 +84,8 @@ class Runtime:
             except Exception:
                 log.exception("catch-up after %s failed; the command itself is stored", command)
                 return result
-            if self.auto_compact and command in ("append_node", "add_sibling", "attach",
-                                                  "merge", "switch_model"):  # fmt: skip
+            if self.auto_compact and command in ("append_node", "append_nodes", "add_sibling",
+                                                  "attach", "merge", "switch_model"):  # fmt: skip
                 session_id = str(args[0]) if args else str(kwargs.get("session_id"))
                 version = self._auto_compact(session_id)
                 if version is not None and isinstance(result, tuple):
@@ -141,9 +143,20 @@ class Runtime:
 
     # ------------------------------------------------------------- queries
 
-    def sessions(self) -> list[dict[str, Any]]:
+    def sessions(
+        self, limit: int | None = None, after: SessionKey | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of sessions, oldest first, and the next page's cursor (None at the end)."""
         with self._lock:
-            return q.sessions(self._projector())
+            return sq.sessions(self._projector(), limit, after)
+
+    def session_info(self, session_id: str) -> dict[str, Any]:
+        with self._lock:
+            return sq.session_info(self._projector(), self.store, session_id)
+
+    def branch_nodes(self, session_id: str, head: str | None = None) -> dict[str, Any]:
+        with self._lock:
+            return sq.branch_nodes(self._projector(), session_id, head)
 
     def head_commit(self, session_id: str) -> dict[str, Any]:
         with self._lock:
@@ -162,16 +175,19 @@ class Runtime:
             cid = commit_id or q.head_commit_id(projector, session)
             if cid is None:
                 raise errors.NotFound("the session has no commit yet: append a node first")
-            # the request names the session's current model, so it is part of the key
-            key = (session.session_id, cid, shape, session.model)
+            # The request names the session's current model, and the answer its
+            # current version (what a client sends as expected_version next), so
+            # both are part of the key.
+            key = (session.session_id, cid, shape, session.model, session.version)
             if key not in self._rendered:
                 # A branch whose head is still its branch point renders the source's
                 # commit; an explicitly named commit must belong to this session.
                 owner = session.session_id if commit_id else ""
                 commit = q.load_commit(projector, self.store, owner, cid)
                 self._rendered[key] = {
-                    "session_id": session.session_id, "commit_id": cid, "shape": shape,
-                    "request": render_shape(commit, shape, session.model),
+                    "session_id": session.session_id, "commit_id": cid,
+                    "head_node_id": commit.head_node_id, "version": session.version,
+                    "shape": shape, "request": render_shape(commit, shape, session.model),
                 }  # fmt: skip
                 while len(self._rendered) > RENDER_CACHE:
                     self._rendered.popitem(last=False)

@@ -53,7 +53,7 @@ def test_unknown_route(client: TestClient, path: str) -> None:
 
 @pytest.mark.parametrize(
     "method,path",
-    [("PUT", "/sessions"), ("DELETE", "/sessions"), ("GET", "/sessions/x/nodes"),
+    [("PUT", "/sessions"), ("DELETE", "/sessions"), ("PUT", "/sessions/x/nodes"),
      ("PUT", "/sessions/x/checkout"), ("POST", "/sessions/x/dag"), ("POST", "/health"),
      ("PATCH", "/sessions/x/nodes/y/retry")],
 )  # fmt: skip
