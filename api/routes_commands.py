@@ -122,8 +122,8 @@ async def merge(request: Request) -> Response:
 async def usage(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Usage)
-    _, version = await _execute(request, "measure_usage", sid, **_args(body))
-    return _reply(201, sid, version, request_id=body.request_id)
+    total, version = await _execute(request, "measure_usage", sid, **_args(body))
+    return _reply(201, sid, version, request_id=body.request_id, total_used=total)
 
 
 async def start_run(request: Request) -> Response:

@@ -10,7 +10,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from starlette.requests import Request
 
 from api.errors import MalformedJSON
@@ -130,12 +138,30 @@ class Merge(Command):
 
 
 class Usage(Command):
+    """One request's usage: the provider's ``usage`` object as it came back, or flat fields.
+
+    ``usage`` is read in its provider's convention (OpenAI's prompt_tokens
+    include the cached ones; Anthropic's input_tokens exclude cache reads
+    and writes).  The flat fields are ctxstore's own: ``input_tokens``
+    excludes ``cache_read`` and ``cache_creation``.
+    """
+
     request_id: str
-    input_tokens: int  # range checked by the domain (invalid_command), as for the CLI
+    usage: dict[str, Any] | None = Field(
+        None, description="the provider's usage object, verbatim (OpenAI or Anthropic shape)"
+    )
+    input_tokens: int | None = None  # range checked by the domain (invalid_command), as for the CLI
     cache_read: int = 0
+    cache_creation: int = 0
     output_tokens: int = 0
-    provider: str | None = None
+    provider: str | None = Field(None, description="default: the session model's provider")
     head_node: str | None = None
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> Usage:
+        if (self.usage is None) == (self.input_tokens is None):
+            raise ValueError("give either usage (the provider's object) or input_tokens")
+        return self
 
 
 class StartRun(Command):

@@ -318,7 +318,7 @@ class CtxStore(Application[UUID]):
 
     def measure_usage(
         self, session_id: UUID | str, expected_version: int | None = None, **kwargs: Any
-    ) -> tuple[None, int]:
+    ) -> tuple[int, int]:
         return self._command(session_id, expected_version, lambda s: s.measure_usage(**kwargs))
 
     def record_summary(

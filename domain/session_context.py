@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from domain import errors
 from domain.events import AttachStaged, MergeCompleted, MergeStarted, SummaryRecorded, UsageMeasured
-from domain.limits import MAX_LABEL, check_count, check_id
+from domain.limits import MAX_LABEL, check_id
 from domain.nodes import NodeRef
+from domain.usage import from_fields, from_native
 
 JSON = dict[str, Any]
 
@@ -91,32 +92,51 @@ class ContextCommands:
     def measure_usage(
         self,
         request_id: str,
-        input_tokens: int,
+        input_tokens: int | None = None,
         cache_read: int = 0,
         output_tokens: int = 0,
         provider: str | None = None,
         head_node: str | None = None,
         at: datetime | None = None,
-    ) -> None:
+        cache_creation: int = 0,
+        usage: JSON | None = None,
+    ) -> int:
+        """Record one request's usage; the prompt's total tokens as measured.
+
+        Either ``usage`` (the provider's usage object, as it came back) or
+        ctxstore's flat fields (``input_tokens`` excluding both cache parts).
+        """
         check_id("request_id", request_id, MAX_LABEL)
         check_id("provider", provider)
         head_node = head_node or self.head
         if head_node is None:
             raise errors.InvalidCommand("usage needs a head node")
         self.node(head_node)
-        check_count("input_tokens", input_tokens)
-        check_count("cache_read", cache_read)
-        check_count("output_tokens", output_tokens)
+        provider = provider or self.model.split(":", 1)[0]
+        if usage is not None:
+            if input_tokens is not None or cache_read or cache_creation or output_tokens:
+                raise errors.InvalidCommand("give the provider's usage object or the flat "
+                                            "token fields, not both")  # fmt: skip
+            measured = from_native(usage, provider)
+        elif input_tokens is None:
+            raise errors.InvalidCommand("usage needs input_tokens or the provider's usage object")
+        else:
+            measured = from_fields(input_tokens, cache_read, cache_creation, output_tokens)
         self.trigger_event(
             UsageMeasured,
             request_id=request_id,
             head_node=head_node,
-            input_tokens=input_tokens,
-            cache_read=cache_read,
-            output_tokens=output_tokens,
-            provider=provider or self.model.split(":", 1)[0],
+            input_tokens=measured.input_tokens,
+            cache_read=measured.cache_read,
+            cache_creation=measured.cache_creation,
+            output_tokens=measured.output_tokens,
+            total_input=measured.total_input,
+            convention=measured.convention,
+            native=dict(usage) if usage is not None else None,
+            provider=provider,
             timestamp=at,
         )
+        return measured.total_input
 
     def record_summary(
         self,

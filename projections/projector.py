@@ -23,7 +23,7 @@ from projections.context_commit import build
 from projections.dag_index import DagIndex
 from projections.expansion import expand_attach, merge_peers
 from projections.item_rows import items_from_rows, node_texts
-from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow
+from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow, dumps
 
 RowLoader = Callable[[str], list[dict[str, Any]]]
 CACHE_SIZE = 16
@@ -318,7 +318,9 @@ class Projector:
             "request_id": event.request_id, "head_node": event.head_node,
             "input_tokens": event.input_tokens, "cache_read": event.cache_read,
             "output_tokens": event.output_tokens, "provider": event.provider,
-            "event_seq": info.seq,
+            "event_seq": info.seq, "cache_creation": event.cache_creation,
+            "total_input": event.total_input, "convention": event.convention,
+            "native": dumps(event.native) if event.native is not None else None,
         })  # fmt: skip
 
     def on_summary(self, event: Any, info: EventInfo, session: SessionRow) -> None:

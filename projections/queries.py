@@ -202,7 +202,7 @@ def occupancy(projector: Projector, store: ProjectionStore, session_id: str) -> 
         and last.head_node == session.head
         and (last.notification_id > session.graph_position)
     ):
-        measured = last.input_tokens + last.cache_read
+        measured = last.total_input  # in the provider's own convention (domain.usage)
     return {
         "session_id": session.session_id, "model": session.model, "window": window,
         "head_node_id": session.head, "commit_id": commit_id,

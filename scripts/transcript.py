@@ -14,6 +14,8 @@ count every physical line so an error points at the right one)::
     {"type": "pin", "node": "u1"}                                # also "unpin"
     {"type": "usage", "request_id": "r1", "input_tokens": 1200, "cache_read": 0,
      "output_tokens": 80, "head_node": "a1", "provider": "anthropic"}
+    {"type": "usage", "request_id": "r2", "usage": {"prompt_tokens": 1300,
+     "prompt_tokens_details": {"cached_tokens": 1024}, "completion_tokens": 60}}
     {"type": "run_start", "run_id": "run-1"}   {"type": "run_finish", "status": "completed"}
     {"type": "model", "model": "openai:gpt-4o", "context_window": 128000}
 
@@ -82,8 +84,9 @@ SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "checkout": {"node": (STR, True), "version": (INT, False)},
     "pin": {"node": (STR, True)},
     "usage": {
-        "request_id": (STR, True), "input_tokens": (INT, True), "cache_read": (INT, False),
-        "output_tokens": (INT, False), "provider": (STR, False), "head_node": (STR, False),
+        "request_id": (STR, True), "input_tokens": (INT, False), "cache_read": (INT, False),
+        "cache_creation": (INT, False), "output_tokens": (INT, False),
+        "usage": (DICT, False), "provider": (STR, False), "head_node": (STR, False),
     },
     "run_start": {"run_id": (STR, False)},
     "run_finish": {"status": (STR, False)},

@@ -451,3 +451,16 @@ def test_retry_and_edit_lines_record_the_kind_they_name(
     kinds = {r["data"]["node_id"]: r["data"]["version_kind"]
              for r in map(json.loads, out.splitlines()) if r["type"] == "NodeAppended"}  # fmt: skip
     assert (kinds["a2r"], kinds["a2e"]) == ("retry", "edit")
+
+
+def test_usage_lines_take_the_providers_own_object(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
+) -> None:
+    usage = {"prompt_tokens": 1300, "prompt_tokens_details": {"cached_tokens": 1024},
+             "completion_tokens": 60}  # fmt: skip
+    records = SMALL[:4] + [{"type": "usage", "request_id": "r9", "usage": usage}]
+    sid = imported(capsys, db, write(tmp_path / "t.jsonl", records))
+    status, out, _ = run(capsys, "export", sid, "--db", db)
+    last = json.loads(out.splitlines()[-1])
+    assert status == 0 and last["type"] == "UsageMeasured"
+    assert last["data"]["native"] == usage and last["data"]["total_input"] == 1300

@@ -1,0 +1,40 @@
+"""usage rows keep the provider's own fields and the prompt's total
+
+``UsageMeasured`` v2 records the provider's usage object as given, the
+convention it was read by, ``cache_creation``, and ``total_input`` (the
+prompt the request occupied, counted the way that provider counts it).
+Occupancy reads ``total_input``.  Rows written from v1 events get exactly
+what their upcast gives (``input_tokens + cache_read``, flat, no cache
+creation, nothing native), so live tables and a rebuild still digest equal,
+with no replay.
+
+Revision ID: 0020
+Revises: 0004
+"""
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0020"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("ctx_usage") as batch:
+        batch.add_column(sa.Column("cache_creation", sa.Integer(), nullable=False,
+                                   server_default="0"))
+        batch.add_column(sa.Column("total_input", sa.BigInteger(), nullable=False,
+                                   server_default="0"))
+        batch.add_column(sa.Column("convention", sa.String(length=16), nullable=False,
+                                   server_default="flat"))
+        batch.add_column(sa.Column("native", sa.Text(), nullable=True))
+    op.execute("UPDATE ctx_usage SET total_input = input_tokens + cache_read")
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("ctx_usage") as batch:
+        batch.drop_column("native")
+        batch.drop_column("convention")
+        batch.drop_column("total_input")
+        batch.drop_column("cache_creation")
