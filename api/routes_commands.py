@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from api import responses as r
 from api import schemas as s
 from api.openapi import Endpoint
 from service.runtime import Runtime
@@ -164,38 +165,40 @@ async def compact(request: Request) -> Response:
 S = "/sessions/{sid}"
 STALE = (409,)
 ENDPOINTS = [
-    Endpoint("POST", "/sessions", start_session, "Start a session", s.StartSession, status=201),
+    Endpoint("POST", "/sessions", start_session, "Start a session", s.StartSession, status=201,
+             response=r.SessionCreated),
     Endpoint("POST", f"{S}/nodes", append_node, "Append a node (HEAD moves to it)", s.AppendNode,
-             status=201, errors=STALE),
+             status=201, errors=STALE, response=r.NodeAdded),
     Endpoint("POST", f"{S}/nodes/batch", append_batch,
              "Append several nodes in one atomic command (a turn and its tool calls)",
-             s.AppendBatch, status=201, errors=STALE),
+             s.AppendBatch, status=201, errors=STALE, response=r.BatchAppended),
     Endpoint("POST", f"{S}/nodes/{{nid}}/retry", retry,
              "Retry a node: a new sample of the same prompt, recorded as a sibling version "
              "of kind retry (its content may differ)", s.AddSibling,
-             status=201, errors=STALE),
+             status=201, errors=STALE, response=r.VersionAdded),
     Endpoint("POST", f"{S}/nodes/{{nid}}/edit", edit,
              "Edit a node: a sibling version of kind edit", s.AddSibling,
-             status=201, errors=STALE),
+             status=201, errors=STALE, response=r.VersionAdded),
     Endpoint("POST", f"{S}/checkout", checkout, "Move HEAD (display only)", s.Checkout,
-             errors=STALE),
+             errors=STALE, response=r.CheckedOut),
     Endpoint("POST", f"{S}/branch", branch, "New session from this one's chain up to a node",
-             s.Branch, status=201),
+             s.Branch, status=201, response=r.Branched),
     Endpoint("POST", f"{S}/pin", pin, "Pin a node (never aged, cleared or folded)", s.NodeRef,
-             errors=STALE),
-    Endpoint("POST", f"{S}/unpin", unpin, "Unpin a node", s.NodeRef, errors=STALE),
+             errors=STALE, response=r.PinChanged),
+    Endpoint("POST", f"{S}/unpin", unpin, "Unpin a node", s.NodeRef, errors=STALE,
+             response=r.PinChanged),
     Endpoint("POST", f"{S}/attach", attach, "Stage another session's context after HEAD",
-             s.Attach, status=201, errors=STALE),
+             s.Attach, status=201, errors=STALE, response=r.NodeAdded),
     Endpoint("POST", f"{S}/merge", merge, "Merge peer heads into HEAD", s.Merge, status=201,
-             errors=STALE),
+             errors=STALE, response=r.NodeAdded),
     Endpoint("POST", f"{S}/usage", usage, "Record what the provider measured for a request",
-             s.Usage, status=201, errors=STALE),
+             s.Usage, status=201, errors=STALE, response=r.UsageRecorded),
     Endpoint("POST", f"{S}/runs/start", start_run, "Start an agent run", s.StartRun,
-             status=201, errors=STALE),
+             status=201, errors=STALE, response=r.RunStarted),
     Endpoint("POST", f"{S}/runs/finish", finish_run, "Finish the active agent run",
-             s.FinishRun, errors=STALE),
+             s.FinishRun, errors=STALE, response=r.RunFinished),
     Endpoint("POST", f"{S}/model", switch_model, "Switch the session's model", s.SwitchModel,
-             errors=STALE),
+             errors=STALE, response=r.ModelChanged),
     Endpoint("POST", f"{S}/compact", compact, "Summarize the run the head commit asks for",
-             s.Compact, status=201, errors=(409, 502)),
+             s.Compact, status=201, errors=(409, 502), response=r.Compacted),
 ]  # fmt: skip

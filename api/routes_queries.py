@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from api import responses as r
 from api import schemas as s
 from api.openapi import Endpoint
 from projections.session_queries import decode_cursor
@@ -147,20 +148,28 @@ async def health(request: Request) -> Response:
 S = "/sessions/{sid}"
 ENDPOINTS = [
     Endpoint("GET", "/sessions", sessions, "Sessions, oldest first, a page at a time",
-             query=s.SessionsQuery),
-    Endpoint("GET", S, session, "One session: head, version, model, window and counts"),
+             query=s.SessionsQuery, response=r.SessionPage),
+    Endpoint("GET", S, session, "One session: head, version, model, window and counts",
+             response=r.SessionInfo),
     Endpoint("GET", f"{S}/nodes", nodes, "The nodes of a branch, oldest first, with content",
-             query=s.NodesQuery),
+             query=s.NodesQuery, response=r.BranchNodes),
     Endpoint("GET", f"{S}/events", events, "The replay feed, paged by originator version",
-             query=s.EventsQuery),
-    Endpoint("GET", f"{S}/dag", dag, "Every node with its edges and sibling versions"),
-    Endpoint("GET", f"{S}/context", context, "The head commit: what the model is fed, and why"),
-    Endpoint("GET", f"{S}/commits/{{cid}}", commit, "One context commit"),
+             query=s.EventsQuery, response=r.EventPage),
+    Endpoint("GET", f"{S}/dag", dag, "Every node with its edges and sibling versions",
+             response=r.Dag),
+    Endpoint("GET", f"{S}/context", context, "The head commit: what the model is fed, and why",
+             response=r.Commit),
+    Endpoint("GET", f"{S}/commits/{{cid}}", commit, "One context commit", response=r.Commit),
     Endpoint("GET", f"{S}/render", render, "A commit rendered as a provider request",
-             query=s.RenderQuery),
-    Endpoint("GET", f"{S}/timeline", timeline, "Every context commit, oldest first"),
-    Endpoint("GET", f"{S}/explain/{{nid}}", explain, "Why a node's item is in its state"),
-    Endpoint("GET", f"{S}/occupancy", occupancy, "How full the context window is"),
-    Endpoint("GET", f"{S}/budget", budget, "The window's budget and its thresholds"),
-    Endpoint("GET", "/health", health, "Liveness, and the projections' tracking position"),
+             query=s.RenderQuery, response=r.Rendered),
+    Endpoint("GET", f"{S}/timeline", timeline, "Every context commit, oldest first",
+             response=r.Timeline),
+    Endpoint("GET", f"{S}/explain/{{nid}}", explain, "Why a node's item is in its state",
+             response=r.Explanation),
+    Endpoint("GET", f"{S}/occupancy", occupancy, "How full the context window is",
+             response=r.Occupancy),
+    Endpoint("GET", f"{S}/budget", budget, "The window's budget and its thresholds",
+             response=r.BudgetSplit),
+    Endpoint("GET", "/health", health, "Liveness, and the projections' tracking position",
+             response=r.Health),
 ]  # fmt: skip
