@@ -164,6 +164,7 @@ class Node(Answer):
 
 class BranchNodes(Answer):
     session_id: str
+    version: int
     head: str | None
     nodes: list[Node]
 

@@ -100,12 +100,13 @@ def branch_nodes(projector: Projector, session_id: str, head: str | None = None)
     session = session_row(projector, session_id)
     head = head or session.head
     if head is None:
-        return {"session_id": session.session_id, "head": None, "nodes": []}
+        return {"session_id": session.session_id, "version": session.version, "head": None,
+                "nodes": []}  # fmt: skip
     node = projector.dag.nodes.get(head)
     lineage = set(projector.lineage(session.session_id))
     if node is None or node.session_id not in lineage:
         raise errors.NodeNotFound(f"unknown node {head!r} in this session", node_id=head)
-    return {"session_id": session.session_id, "head": head,
+    return {"session_id": session.session_id, "version": session.version, "head": head,
             "nodes": [_node_json(n) for n in _branch(projector, node)]}  # fmt: skip
 
 

@@ -9,55 +9,18 @@ log and must come back byte-identical.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
-import httpx
 import pytest
 
 from api.client import Client, Conflict
 from projections.rebuild import rebuild_and_compare
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 @pytest.fixture
-def server(store_url: str) -> Iterator[Client]:
-    port = _free_port()
-    env = dict(os.environ, CTXSTORE_DATABASE_URL=store_url, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT, env=env,
-    )  # fmt: skip
-    client = Client(f"http://127.0.0.1:{port}", timeout=30)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if client.health().status == "ok":
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the server did not come up")
-            time.sleep(0.2)
+def server(live_server: str) -> Iterator[Client]:
+    with Client(live_server, timeout=30) as client:
         yield client
-    finally:
-        client.close()
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def at(minute: int) -> str:

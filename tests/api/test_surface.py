@@ -192,5 +192,5 @@ def test_branch_nodes_with_their_content(client: TestClient) -> None:
     r = client.get(f"/sessions/{sid}/nodes", params={"head": "nope"})
     assert r.status_code == 404 and r.json()["error"]["code"] == "node_not_found"
     empty = start(client)
-    assert ok(client.get(f"/sessions/{empty}/nodes")) == {"session_id": empty, "head": None,
-                                                          "nodes": []}  # fmt: skip
+    assert ok(client.get(f"/sessions/{empty}/nodes")) == {"session_id": empty, "version": 1,
+                                                          "head": None, "nodes": []}  # fmt: skip
