@@ -179,7 +179,7 @@ class CtxStore(Application[UUID]):
 
     def import_session(
         self, title: str, model: str, context_window: int | None, at: datetime | None,
-        build: Callable[[Session], None],
+        build: Callable[[Session], None], branched_from: dict[str, str] | None = None,
     ) -> tuple[UUID, int]:  # fmt: skip
         """A new session, with whatever ``build`` runs on it in memory, in one atomic write.
 
@@ -191,8 +191,12 @@ class CtxStore(Application[UUID]):
         check_model(model)
         check_label("title", title)
         check_window(context_window)
+        if branched_from is not None:  # an exported branch: its source must be here
+            ref = self.session(branched_from["session_id"]).node(branched_from["node_id"])
+            branched_from = {"session_id": branched_from["session_id"],
+                             "node_id": ref.node_id, "role": ref.role}  # fmt: skip
         agg = Session._create(
-            Session.Started, title=title, model=model, branched_from=None,
+            Session.Started, title=title, model=model, branched_from=branched_from,
             context_window=context_window, timestamp=at,
         )  # fmt: skip
         build(agg)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from domain import errors
 from domain.events import AttachStaged, MergeCompleted, MergeStarted, SummaryRecorded, UsageMeasured
-from domain.limits import MAX_LABEL, check_id
+from domain.limits import MAX_LABEL, check_id, check_node_id
 from domain.nodes import NodeRef
 from domain.usage import from_fields, from_native
 
@@ -35,17 +35,25 @@ class ContextCommands:
         def trigger_event(self, event_class: Any, **kwargs: Any) -> None: ...
         def _refuse_while_running(self, what: str) -> None: ...
 
+    def _new_node_id(self, node_id: str | None) -> str:
+        """A fresh UUID, or the id an import names (checked like any node id)."""
+        check_node_id(node_id)
+        if node_id is not None and self.knows(node_id):
+            raise errors.DuplicateNode(f"node {node_id!r} already exists", node_id=node_id)
+        return node_id or str(uuid.uuid4())
+
     def stage_attach(
         self,
         source_session: str,
         source_head: str,
         commit: str | None,
         at: datetime | None = None,
+        node_id: str | None = None,
     ) -> str:
-        """Stage another branch's context as a node after HEAD."""
+        """Stage another branch's context as a node after HEAD (``node_id``: an import's)."""
         if source_session == str(self.id):
             raise errors.InvalidCommand("attach a different session; use merge within one")
-        node_id = str(uuid.uuid4())
+        node_id = self._new_node_id(node_id)
         self.trigger_event(
             AttachStaged,
             node_id=node_id,
@@ -58,8 +66,12 @@ class ContextCommands:
         )
         return node_id
 
-    def merge(self, peers: list[JSON], at: datetime | None = None) -> str:
-        """Merge peer heads into HEAD; HEAD's own block is the locked base peer."""
+    def merge(self, peers: list[JSON], at: datetime | None = None, merge_id: str | None = None,
+              node_id: str | None = None) -> str:  # fmt: skip
+        """Merge peer heads into HEAD; HEAD's own block is the locked base peer.
+
+        ``merge_id`` and ``node_id`` are given only when an export is imported.
+        """
         self._refuse_while_running("merge")
         if self.head is None:
             raise errors.MergeRefused("nothing to merge into: the session is empty")
@@ -73,10 +85,11 @@ class ContextCommands:
                 raise errors.NodeNotFound("unknown peer head", node_id=peer["node_id"])
             if peer["session_id"] == str(self.id) and peer["node_id"] == self.head:
                 raise errors.MergeRefused("a head cannot merge with itself")
-        merge_id = str(uuid.uuid4())
+        check_id("merge_id", merge_id)
+        merge_id = merge_id or str(uuid.uuid4())
+        node_id = self._new_node_id(node_id)
         base = {"session_id": str(self.id), "node_id": self.head}
         self.trigger_event(MergeStarted, merge_id=merge_id, peers=peers, base=base, timestamp=at)
-        node_id = str(uuid.uuid4())
         self.trigger_event(
             MergeCompleted,
             merge_id=merge_id,
@@ -145,10 +158,12 @@ class ContextCommands:
         summarizer: str,
         commit: str,
         at: datetime | None = None,
+        summary_id: str | None = None,
     ) -> str:
         if not covered:
             raise errors.InvalidCommand("a summary must cover at least one item")
-        summary_id = f"summary:{uuid.uuid4()}"
+        check_id("summary_id", summary_id, MAX_LABEL)
+        summary_id = summary_id or f"summary:{uuid.uuid4()}"
         self.trigger_event(
             SummaryRecorded,
             summary_id=summary_id,

@@ -277,21 +277,54 @@ def _at_line(exc: DomainError, line: int) -> DomainError:
     return exc
 
 
-def import_file(url: str, path: str | Path) -> str:
-    """Import a transcript file into the store at ``url``; the new session's id.
+def read_lines(path: str | Path) -> list[tuple[int, str]]:
+    """The file's non-blank lines with their (1-based, physical) numbers."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return [(n, line) for n, line in enumerate(handle, start=1) if line.strip()]
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise BadFile(f"{path}: {exc.strerror or exc}") from None
 
-    The projections catch up before this returns, and the head is compacted
-    as the API would have compacted it, so the session's context is ready to
-    serve (and to check) the moment the id is printed.
+
+def import_file(url: str, path: str | Path) -> str:
+    """Import a transcript or an export file into the store at ``url``; the new session's id.
+
+    An export (``ctxstore export``) is recognised by its first line and
+    recreated event by event (``scripts.export_import``).  The projections
+    catch up before this returns, and the head is compacted as the API would
+    have compacted it, so the session's context is ready to serve (and to
+    check) the moment the id is printed.
     """
+    from scripts.export_import import import_export, is_export, read_export
     from service.runtime import Runtime  # the parser needs no projections
 
-    steps = read(path)
+    lines = read_lines(path)
+    try:
+        export = bool(lines) and is_export(json.loads(lines[0][1]))
+    except ValueError:
+        export = False
+    records = read_export(lines) if export else None
+    steps = None if export else parse(_numbered(lines))
     runtime = Runtime(url)
     try:
-        sid = import_transcript(runtime.app, steps)
+        if records is not None:
+            sid = import_export(runtime.app, records)
+        else:
+            assert steps is not None
+            sid = import_transcript(runtime.app, steps)
         runtime.catch_up()
-        runtime.compact_as_asked(str(sid))
+        if records is None:  # an export holds its summaries already
+            runtime.compact_as_asked(str(sid))
     finally:
         runtime.close()
     return str(sid)
+
+
+def _numbered(lines: list[tuple[int, str]]) -> list[str]:
+    """Back to physical lines (blank ones blank), so parse's line numbers stay right."""
+    out: list[str] = []
+    for number, text in lines:
+        out += [""] * (number - 1 - len(out)) + [text]
+    return out
