@@ -55,7 +55,7 @@ async def events(request: Request) -> Response:
 async def sessions(request: Request) -> Response:
     q = s.parse_query(request, s.SessionsQuery)
     after = decode_cursor(q.after) if q.after else None
-    page, cursor = await _query(request, "sessions", q.limit, after)
+    page, cursor = await _query(request, "sessions_page", q.limit, after)
     return JSONResponse({"sessions": page, "next": cursor})
 
 

@@ -143,7 +143,11 @@ class Runtime:
 
     # ------------------------------------------------------------- queries
 
-    def sessions(
+    def sessions(self) -> list[dict[str, Any]]:
+        """Every session, oldest first."""
+        return self.sessions_page()[0]
+
+    def sessions_page(
         self, limit: int | None = None, after: SessionKey | None = None
     ) -> tuple[list[dict[str, Any]], str | None]:
         """A page of sessions, oldest first, and the next page's cursor (None at the end)."""

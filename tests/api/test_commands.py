@@ -113,6 +113,11 @@ def world(client: TestClient) -> World:
 # (path under /sessions/{sid}, body, needs an active run first)
 COMMANDS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "append": ("/nodes", {"role": "user", "output": "more"}, False),
+    "batch": (
+        "/nodes/batch",
+        {"nodes": [{"role": "user", "output": "more"}, {"role": "assistant", "output": "ok"}]},
+        False,
+    ),
     "retry": ("/nodes/a4/retry", {"output": "You're welcome."}, False),
     "edit": ("/nodes/a4/edit", {"output": "My pleasure."}, False),
     "checkout": ("/checkout", {"node_id": "a3"}, False),
@@ -345,6 +350,7 @@ WRONG_TYPES: dict[str, list[dict[str, Any]]] = {
                {"role": "user", "metadata": [1]}, {"role": "user", "expected_version": "9"},
                {"role": "user", "at": "yesterday"}, {"role": "user", "at": "2025-01-01T00:00:00"},
                {"output": "no role"}],
+    "batch": [{}, {"nodes": {}}, {"nodes": [{"role": 5}]}, {"nodes": [{"kind": "other"}]}],
     "retry": [{"node_id": 7}, {"metadata": "x"}, {"expected_version": True}],
     "edit": [{"name": 3}, {"node_id": ""}],
     "checkout": [{}, {"node_id": "a1", "version": "2"}, {"node_id": ["a1"]}],

@@ -20,16 +20,26 @@ branch_labels = None
 depends_on = None
 
 
+COLUMNS = (
+    ("cache_creation", sa.Integer(), "0"),
+    ("total_input", sa.BigInteger(), "0"),
+    ("convention", sa.String(length=16), "flat"),
+    ("native", sa.Text(), None),
+)
+
+
 def upgrade() -> None:
+    # A store stamped back to an older revision and upgraded again already has them.
+    have = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("ctx_usage")}
+    missing = [c for c in COLUMNS if c[0] not in have]
+    if not missing:
+        return
     with op.batch_alter_table("ctx_usage") as batch:
-        batch.add_column(sa.Column("cache_creation", sa.Integer(), nullable=False,
-                                   server_default="0"))
-        batch.add_column(sa.Column("total_input", sa.BigInteger(), nullable=False,
-                                   server_default="0"))
-        batch.add_column(sa.Column("convention", sa.String(length=16), nullable=False,
-                                   server_default="flat"))
-        batch.add_column(sa.Column("native", sa.Text(), nullable=True))
-    op.execute("UPDATE ctx_usage SET total_input = input_tokens + cache_read")
+        for name, type_, default in missing:
+            batch.add_column(sa.Column(name, type_, nullable=default is None,
+                                       server_default=default))
+    if "total_input" not in have:
+        op.execute("UPDATE ctx_usage SET total_input = input_tokens + cache_read")
 
 
 def downgrade() -> None:
