@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api import errors, openapi, routes_commands, routes_queries, routes_ui, sse
+from api import errors, openapi, responses, routes_commands, routes_queries, routes_ui, sse
 from service.runtime import Runtime
 
 
@@ -28,7 +28,9 @@ ENDPOINTS = [
     *routes_commands.ENDPOINTS,
     *routes_queries.ENDPOINTS,
     *sse.ENDPOINTS,
-    openapi.Endpoint("GET", "/openapi.json", openapi_json, "This document"),
+    openapi.Endpoint(
+        "GET", "/openapi.json", openapi_json, "This document", response=responses.OpenAPIDocument
+    ),
 ]
 
 

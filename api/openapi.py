@@ -2,7 +2,9 @@
 
 Each routes module lists its ``Endpoint``s; ``create_app`` mounts them and
 ``document`` describes them, so the served spec can never drift from the
-routes.  Request schemas come straight from the pydantic models.
+routes.  Request and response schemas come straight from the pydantic
+models (``api.schemas``, ``api.responses``); every response model allows
+additional properties, so fields added later do not break the document.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Endpoint:
     status: int = 200
     media_type: str = "application/json"
     errors: tuple[int, ...] = ()
+    response: type[BaseModel] | None = None
 
 
 ERROR_SCHEMA = {
@@ -54,13 +57,13 @@ ERROR_TEXT = {
     409: "stale_version, agent_running, duplicate_node, ...",
     422: "invalid_request (schema) or a domain refusal (invalid_command, invalid_edge, ...)",
     502: "summarizer_failed",
+    503: "database_unavailable: the database is busy or unreachable (Retry-After)",
 }
 
 
 def _hoist(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
-    """Move ``$defs`` into components and repoint the refs."""
-    for name, sub in schema.pop("$defs", {}).items():
-        components[name] = sub
+    """Move ``$defs`` into components and repoint the refs (theirs too)."""
+    defs = schema.pop("$defs", {})
 
     def fix(node: Any) -> Any:
         if isinstance(node, dict):
@@ -72,6 +75,8 @@ def _hoist(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]
             return [fix(v) for v in node]
         return node
 
+    for name, sub in defs.items():
+        components[name] = fix(sub)
     fixed: dict[str, Any] = fix(schema)
     return fixed
 
@@ -83,6 +88,14 @@ def _query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
         {"name": name, "in": "query", "required": name in required, "schema": prop}
         for name, prop in schema.get("properties", {}).items()
     ]
+
+
+def _response_schema(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
+    if ep.response is None:
+        return {"type": "object"}
+    name = ep.response.__name__
+    components[name] = _hoist(ep.response.model_json_schema(), components)
+    return {"$ref": f"#/components/schemas/{name}"}
 
 
 def _operation(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
@@ -99,7 +112,7 @@ def _operation(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
         "responses": {
             str(ep.status): {
                 "description": "OK",
-                "content": {ep.media_type: {"schema": {"type": "object"}}},
+                "content": {ep.media_type: {"schema": _response_schema(ep, components)}},
             }
         },
     }
@@ -110,11 +123,13 @@ def _operation(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
             "required": True,
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
         }
-    codes = set(ep.errors)
+    codes = set(ep.errors) | {503}  # any route may find the database locked
     if params and params[0]["in"] == "path":
         codes.add(404)
     if ep.body is not None:
         codes |= {400, 422}
+        if "expected_version" in ep.body.model_fields:
+            codes.add(409)  # stale_version
     if ep.query is not None:
         codes.add(422)
     for code in sorted(codes):

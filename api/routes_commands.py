@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from api import responses as r
 from api import schemas as s
 from api.openapi import Endpoint
 from service.runtime import Runtime
@@ -51,19 +52,29 @@ async def append_node(request: Request) -> Response:
     return _reply(201, sid, version, node_id=node_id)
 
 
-async def add_sibling(request: Request) -> Response:
+async def append_batch(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    body = await s.parse_body(request, s.AppendBatch)
+    nodes = [node.model_dump(exclude_none=True) for node in body.nodes]
+    node_ids, version = await _execute(request, "append_nodes", sid, nodes=nodes,
+                                       **_args(body, "nodes"))  # fmt: skip
+    return _reply(201, sid, version, node_ids=node_ids)
+
+
+async def add_sibling(request: Request, kind: str) -> Response:
     sid, nid = request.path_params["sid"], request.path_params["nid"]
     body = await s.parse_body(request, s.AddSibling)
-    node_id, version = await _execute(request, "add_sibling", sid, of=nid, **_args(body))
-    return _reply(201, sid, version, node_id=node_id, sibling_of=nid)
+    node_id, version = await _execute(request, "add_sibling", sid, of=nid, kind=kind,
+                                      **_args(body))  # fmt: skip
+    return _reply(201, sid, version, node_id=node_id, sibling_of=nid, kind=kind)
 
 
 async def retry(request: Request) -> Response:
-    return await add_sibling(request)
+    return await add_sibling(request, "retry")
 
 
 async def edit(request: Request) -> Response:
-    return await add_sibling(request)
+    return await add_sibling(request, "edit")
 
 
 async def checkout(request: Request) -> Response:
@@ -112,8 +123,8 @@ async def merge(request: Request) -> Response:
 async def usage(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Usage)
-    _, version = await _execute(request, "measure_usage", sid, **_args(body))
-    return _reply(201, sid, version, request_id=body.request_id)
+    total, version = await _execute(request, "measure_usage", sid, **_args(body))
+    return _reply(201, sid, version, request_id=body.request_id, total_used=total)
 
 
 async def start_run(request: Request) -> Response:
@@ -173,40 +184,46 @@ async def compact(request: Request) -> Response:
 S = "/sessions/{sid}"
 STALE = (409,)
 ENDPOINTS = [
-    Endpoint("POST", "/sessions", start_session, "Start a session", s.StartSession, status=201),
+    Endpoint("POST", "/sessions", start_session, "Start a session", s.StartSession, status=201,
+             response=r.SessionCreated),
     Endpoint("POST", f"{S}/nodes", append_node, "Append a node (HEAD moves to it)", s.AppendNode,
-             status=201, errors=STALE),
+             status=201, errors=STALE, response=r.NodeAdded),
+    Endpoint("POST", f"{S}/nodes/batch", append_batch,
+             "Append several nodes in one atomic command (a turn and its tool calls)",
+             s.AppendBatch, status=201, errors=STALE, response=r.BatchAppended),
     Endpoint("POST", f"{S}/nodes/{{nid}}/retry", retry,
-             "Retry a node: a sibling version (retry if same content, else edit)", s.AddSibling,
-             status=201, errors=STALE),
+             "Retry a node: a new sample of the same prompt, recorded as a sibling version "
+             "of kind retry (its content may differ)", s.AddSibling,
+             status=201, errors=STALE, response=r.VersionAdded),
     Endpoint("POST", f"{S}/nodes/{{nid}}/edit", edit,
-             "Edit a node: a sibling version (edit if new content, else retry)", s.AddSibling,
-             status=201, errors=STALE),
+             "Edit a node: a sibling version of kind edit", s.AddSibling,
+             status=201, errors=STALE, response=r.VersionAdded),
     Endpoint("POST", f"{S}/checkout", checkout, "Move HEAD (display only)", s.Checkout,
-             errors=STALE),
+             errors=STALE, response=r.CheckedOut),
     Endpoint("POST", f"{S}/branch", branch, "New session from this one's chain up to a node",
-             s.Branch, status=201),
+             s.Branch, status=201, response=r.Branched),
     Endpoint("POST", f"{S}/pin", pin, "Pin a node (never aged, cleared or folded)", s.NodeRef,
-             errors=STALE),
-    Endpoint("POST", f"{S}/unpin", unpin, "Unpin a node", s.NodeRef, errors=STALE),
+             errors=STALE, response=r.PinChanged),
+    Endpoint("POST", f"{S}/unpin", unpin, "Unpin a node", s.NodeRef, errors=STALE,
+             response=r.PinChanged),
     Endpoint("POST", f"{S}/attach", attach, "Stage another session's context after HEAD",
-             s.Attach, status=201, errors=STALE),
+             s.Attach, status=201, errors=STALE, response=r.NodeAdded),
     Endpoint("POST", f"{S}/merge", merge, "Merge peer heads into HEAD", s.Merge, status=201,
-             errors=STALE),
+             errors=STALE, response=r.NodeAdded),
     Endpoint("POST", f"{S}/usage", usage, "Record what the provider measured for a request",
-             s.Usage, status=201, errors=STALE),
+             s.Usage, status=201, errors=STALE, response=r.UsageRecorded),
     Endpoint("POST", f"{S}/runs/start", start_run, "Start an agent run", s.StartRun,
-             status=201, errors=STALE),
+             status=201, errors=STALE, response=r.RunStarted),
     Endpoint("POST", f"{S}/runs/finish", finish_run, "Finish the active agent run",
-             s.FinishRun, errors=STALE),
+             s.FinishRun, errors=STALE, response=r.RunFinished),
     Endpoint("POST", f"{S}/model", switch_model, "Switch the session's model", s.SwitchModel,
-             errors=STALE),
+             errors=STALE, response=r.ModelChanged),
     Endpoint("POST", f"{S}/tools", declare_tools,
              "Declare the tools requests offer (name, description, JSON schema); replaces the "
-             "last declaration", s.DeclareTools, errors=STALE),
+             "last declaration", s.DeclareTools, errors=STALE, response=r.ToolsDeclared),
     Endpoint("POST", f"{S}/compaction", configure_compaction,
              "Set this session's summarizer instructions and model (recorded as an event)",
-             s.ConfigureCompaction, errors=STALE),
+             s.ConfigureCompaction, errors=STALE, response=r.CompactionSet),
     Endpoint("POST", f"{S}/compact", compact, "Summarize the run the head commit asks for",
-             s.Compact, status=201, errors=(409, 502)),
+             s.Compact, status=201, errors=(409, 502), response=r.Compacted),
 ]  # fmt: skip

@@ -10,8 +10,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from api import responses as r
 from api import schemas as s
 from api.openapi import Endpoint
+from projections.session_queries import decode_cursor
 from service.event_json import event_to_json
 from service.runtime import Runtime
 
@@ -42,13 +44,29 @@ async def events(request: Request) -> Response:
     has_more = len(page) > q.limit
     page = page[: q.limit]
     last = page[-1]["originator_version"] if page else q.after
+    # ``next`` is what to pass as ``after`` for the following page, None once this
+    # page reached the end (as on /sessions); ``next_after`` is where a client
+    # tailing the feed polls from, whether or not more is there yet.
     return JSONResponse({"session_id": sid, "after": q.after, "events": page,
+                         "next": last if has_more else None,
                          "next_after": last, "has_more": has_more})  # fmt: skip
 
 
 async def sessions(request: Request) -> Response:
+    q = s.parse_query(request, s.SessionsQuery)
+    after = decode_cursor(q.after) if q.after else None
+    page, cursor = await _query(request, "sessions_page", q.limit, after)
+    return JSONResponse({"sessions": page, "next": cursor})
+
+
+async def session(request: Request) -> Response:
     _no_query(request)
-    return JSONResponse({"sessions": await _query(request, "sessions")})
+    return JSONResponse(await _query(request, "session_info", request.path_params["sid"]))
+
+
+async def nodes(request: Request) -> Response:
+    q = s.parse_query(request, s.NodesQuery)
+    return JSONResponse(await _query(request, "branch_nodes", request.path_params["sid"], q.head))
 
 
 async def tools(request: Request) -> Response:
@@ -140,20 +158,34 @@ async def health(request: Request) -> Response:
 
 S = "/sessions/{sid}"
 ENDPOINTS = [
-    Endpoint("GET", "/sessions", sessions, "Every session, oldest first"),
+    Endpoint("GET", "/sessions", sessions, "Sessions, oldest first, a page at a time",
+             query=s.SessionsQuery, response=r.SessionPage),
+    Endpoint("GET", S, session, "One session: head, version, model, window and counts",
+             response=r.SessionInfo),
+    Endpoint("GET", f"{S}/nodes", nodes, "The nodes of a branch, oldest first, with content",
+             query=s.NodesQuery, response=r.BranchNodes),
     Endpoint("GET", f"{S}/events", events, "The replay feed, paged by originator version",
-             query=s.EventsQuery),
-    Endpoint("GET", f"{S}/dag", dag, "Every node with its edges and sibling versions"),
-    Endpoint("GET", f"{S}/tools", tools, "The tools the session declared last"),
-    Endpoint("GET", f"{S}/context", context, "The head commit: what the model is fed, and why"),
-    Endpoint("GET", f"{S}/commits/{{cid}}", commit, "One context commit"),
+             query=s.EventsQuery, response=r.EventPage),
+    Endpoint("GET", f"{S}/dag", dag, "Every node with its edges and sibling versions",
+             response=r.Dag),
+    Endpoint("GET", f"{S}/tools", tools, "The tools the session declared last",
+             response=r.ToolsList),
+    Endpoint("GET", f"{S}/context", context, "The head commit: what the model is fed, and why",
+             response=r.Commit),
+    Endpoint("GET", f"{S}/commits/{{cid}}", commit, "One context commit", response=r.Commit),
     Endpoint("GET", f"{S}/commits/{{cid}}/transitions", commit_transitions,
-             "The state changes a commit made, each with its rule and measured inputs"),
+             "The state changes a commit made, each with its rule and measured inputs",
+             response=r.CommitTransitions),
     Endpoint("GET", f"{S}/render", render, "A commit rendered as a provider request",
-             query=s.RenderQuery),
-    Endpoint("GET", f"{S}/timeline", timeline, "Every context commit, oldest first"),
-    Endpoint("GET", f"{S}/explain/{{nid}}", explain, "Why a node's item is in its state"),
-    Endpoint("GET", f"{S}/occupancy", occupancy, "How full the context window is"),
-    Endpoint("GET", f"{S}/budget", budget, "The window's budget and its thresholds"),
-    Endpoint("GET", "/health", health, "Liveness, and the projections' tracking position"),
+             query=s.RenderQuery, response=r.Rendered),
+    Endpoint("GET", f"{S}/timeline", timeline, "Every context commit, oldest first",
+             response=r.Timeline),
+    Endpoint("GET", f"{S}/explain/{{nid}}", explain, "Why a node's item is in its state",
+             response=r.Explanation),
+    Endpoint("GET", f"{S}/occupancy", occupancy, "How full the context window is",
+             response=r.Occupancy),
+    Endpoint("GET", f"{S}/budget", budget, "The window's budget and its thresholds",
+             response=r.BudgetSplit),
+    Endpoint("GET", "/health", health, "Liveness, and the projections' tracking position",
+             response=r.Health),
 ]  # fmt: skip

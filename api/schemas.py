@@ -10,10 +10,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from starlette.requests import Request
 
 from api.errors import MalformedJSON
+from projections.session_queries import decode_cursor
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -60,9 +69,36 @@ class AppendNode(Command):
     metadata: dict[str, Any] | None = None
 
 
+class BatchNode(Body):
+    """One entry of a batch: a node, or (with ``sibling_of`` and ``kind``) a version of one."""
+
+    role: str | None = Field(None, description="user | assistant | tool | system; a version "
+                             "may leave it out (it keeps its node's role)")  # fmt: skip
+    node_id: str | None = Field(None, min_length=1)
+    name: str | None = None
+    input: Any = None
+    output: Any = None
+    predecessor: str | None = Field(None, description="may name an earlier node of the batch")
+    caller: str | None = Field(None, description="may name an earlier node of the batch")
+    call_id: str | None = None
+    reads: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    sibling_of: str | None = Field(None, description="make this entry a version of that node")
+    kind: Literal["retry", "edit"] | None = Field(
+        None, description="with sibling_of: a new sample of the same prompt, or an edit"
+    )
+    at: Timestamp | None = None
+
+
+class AppendBatch(Command):
+    """Several nodes in one atomic command: all of them are stored, or none."""
+
+    nodes: list[BatchNode] = Field(min_length=1, max_length=1000)
+
+
 class AddSibling(Command):
-    """Retry or edit: the body is the new version's content; the session
-    decides whether it is a retry (same content) or an edit (different)."""
+    """Retry or edit: the body is the new version's content; the route says which
+    (a retry is a new sample of the same prompt, so new content is expected)."""
 
     input: Any = None
     output: Any = None
@@ -102,12 +138,30 @@ class Merge(Command):
 
 
 class Usage(Command):
+    """One request's usage: the provider's ``usage`` object as it came back, or flat fields.
+
+    ``usage`` is read in its provider's convention (OpenAI's prompt_tokens
+    include the cached ones; Anthropic's input_tokens exclude cache reads
+    and writes).  The flat fields are ctxstore's own: ``input_tokens``
+    excludes ``cache_read`` and ``cache_creation``.
+    """
+
     request_id: str
-    input_tokens: int  # range checked by the domain (invalid_command), as for the CLI
+    usage: dict[str, Any] | None = Field(
+        None, description="the provider's usage object, verbatim (OpenAI or Anthropic shape)"
+    )
+    input_tokens: int | None = None  # range checked by the domain (invalid_command), as for the CLI
     cache_read: int = 0
+    cache_creation: int = 0
     output_tokens: int = 0
-    provider: str | None = None
+    provider: str | None = Field(None, description="default: the session model's provider")
     head_node: str | None = None
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> Usage:
+        if (self.usage is None) == (self.input_tokens is None):
+            raise ValueError("give either usage (the provider's object) or input_tokens")
+        return self
 
 
 class StartRun(Command):
@@ -165,6 +219,23 @@ class EventsQuery(Query):
     limit: int = Field(100, ge=1, le=1000)
 
 
+def _cursor(value: str | None) -> str | None:
+    if value is not None:
+        decode_cursor(value)  # ValueError: a 422 naming the parameter
+    return value
+
+
+class SessionsQuery(Query):
+    after: Annotated[str | None, AfterValidator(_cursor)] = Field(
+        None, description="the `next` cursor of the previous page"
+    )
+    limit: int = Field(100, ge=1, le=1000)  # fmt: skip
+
+
+class NodesQuery(Query):
+    head: str | None = Field(None, description="the branch's last node (default: HEAD)")
+
+
 class RenderQuery(Query):
     shape: Literal["neutral", "openai", "anthropic"] = "neutral"
     commit: str | None = None
@@ -186,7 +257,7 @@ class EmptyQuery(Query):
 
 BODIES: dict[str, type[BaseModel]] = {
     m.__name__: m
-    for m in (StartSession, AppendNode, AddSibling, Checkout, Branch, NodeRef, Attach,
+    for m in (StartSession, AppendNode, AppendBatch, AddSibling, Checkout, Branch, NodeRef, Attach,
               Merge, Usage, StartRun, FinishRun, SwitchModel, ConfigureCompaction, DeclareTools,
               Compact)
 }  # fmt: skip

@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from api import responses as r
 from api import schemas as s
 from api.openapi import Endpoint
 from service.runtime import Runtime
@@ -107,5 +108,5 @@ ENDPOINTS = [
     Endpoint("GET", "/sessions/{sid}/stream", stream,
              "SSE: occupancy and timeline, then changes: occupancy when it changes, "
              "timeline_append with only the new commits' entries", query=s.StreamQuery,
-             media_type="text/event-stream"),
+             media_type="text/event-stream", response=r.StreamEvent),
 ]  # fmt: skip

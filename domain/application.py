@@ -23,6 +23,7 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
 
 from domain import errors
+from domain.batch import append_batch
 from domain.limits import check_label, check_model, check_window
 from domain.node_claim import claim_id
 from domain.session import Session
@@ -178,7 +179,7 @@ class CtxStore(Application[UUID]):
 
     def import_session(
         self, title: str, model: str, context_window: int | None, at: datetime | None,
-        build: Callable[[Session], None],
+        build: Callable[[Session], None], branched_from: dict[str, str] | None = None,
     ) -> tuple[UUID, int]:  # fmt: skip
         """A new session, with whatever ``build`` runs on it in memory, in one atomic write.
 
@@ -190,8 +191,12 @@ class CtxStore(Application[UUID]):
         check_model(model)
         check_label("title", title)
         check_window(context_window)
+        if branched_from is not None:  # an exported branch: its source must be here
+            ref = self.session(branched_from["session_id"]).node(branched_from["node_id"])
+            branched_from = {"session_id": branched_from["session_id"],
+                             "node_id": ref.node_id, "role": ref.role}  # fmt: skip
         agg = Session._create(
-            Session.Started, title=title, model=model, branched_from=None,
+            Session.Started, title=title, model=model, branched_from=branched_from,
             context_window=context_window, timestamp=at,
         )  # fmt: skip
         build(agg)
@@ -234,11 +239,20 @@ class CtxStore(Application[UUID]):
     ) -> tuple[str, int]:
         return self._command(session_id, expected_version, lambda s: s.append_node(**kwargs))
 
+    def append_nodes(
+        self, session_id: UUID | str, nodes: Sequence[Mapping[str, Any]],
+        expected_version: int | None = None, at: datetime | None = None,
+    ) -> tuple[list[str], int]:  # fmt: skip
+        """Several nodes in one atomic write (``domain.batch``)."""
+        return self._command(session_id, expected_version, lambda s: append_batch(s, nodes, at))
+
     def add_sibling(
-        self, session_id: UUID | str, of: str, expected_version: int | None = None,
+        self, session_id: UUID | str, of: str, kind: str, expected_version: int | None = None,
         **kwargs: Any,
     ) -> tuple[str, int]:  # fmt: skip
-        return self._command(session_id, expected_version, lambda s: s.add_sibling(of, **kwargs))
+        return self._command(
+            session_id, expected_version, lambda s: s.add_sibling(of, kind=kind, **kwargs)
+        )
 
     def checkout(
         self, session_id: UUID | str, node_id: str, version: int | None = None,
@@ -313,7 +327,7 @@ class CtxStore(Application[UUID]):
 
     def measure_usage(
         self, session_id: UUID | str, expected_version: int | None = None, **kwargs: Any
-    ) -> tuple[None, int]:
+    ) -> tuple[int, int]:
         return self._command(session_id, expected_version, lambda s: s.measure_usage(**kwargs))
 
     def configure_compaction(

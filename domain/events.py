@@ -166,14 +166,35 @@ class MergeCompleted(Aggregate.Event):
 
 
 class UsageMeasured(Aggregate.Event):
-    """What the provider reported for one request (never a sum over a turn)."""
+    """What the provider reported for one request (never a sum over a turn).
+
+    v2 keeps the provider's own usage object as given (``native``), says
+    which convention read it (``domain.usage``), and adds ``cache_creation``;
+    ``input_tokens`` is the prompt's part outside the cache for every
+    provider, so ``total_input`` (the prompt the request occupied) is
+    ``input_tokens + cache_read + cache_creation``.
+    """
+
+    class_version = 2
 
     request_id: str
     head_node: str
     input_tokens: int
     cache_read: int
+    cache_creation: int
     output_tokens: int
+    total_input: int
+    convention: str
+    native: JSON | None
     provider: str
+
+    @staticmethod
+    def upcast_v1_v2(state: JSON) -> None:
+        # v1 had only ctxstore's flat fields, documented as input + cache read
+        state.setdefault("cache_creation", 0)
+        state.setdefault("total_input", state["input_tokens"] + state["cache_read"])
+        state.setdefault("convention", "flat")
+        state.setdefault("native", None)
 
 
 class SummaryRecorded(Aggregate.Event):

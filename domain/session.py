@@ -47,12 +47,20 @@ from domain.session_context import ContextCommands
 from domain.tokens import node_token_counts
 
 JSON = dict[str, Any]
+# How a sibling version relates to the node it is a version of: a retry asks the
+# same prompt again for a new sample (its content may well differ), an edit
+# changes the node itself.
+VERSION_KINDS = ("retry", "edit")
 # The events that add a node to the DAG (others, like HeadMoved, only name one).
 NODE_EVENTS = (NodeAppended, AttachStaged, MergeCompleted)
 
 
 def content_digest(role: str, name: str | None, input: Any, output: Any) -> str:
-    """Digest that decides retry (same content) versus edit (different)."""
+    """A short digest of a node's content, recorded with it (for audit and dedup).
+
+    It no longer decides retry versus edit: a regenerated answer is a retry
+    even though its text differs, so the caller says which it is.
+    """
     blob = json.dumps([role, name, input, output], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -253,6 +261,7 @@ class Session(ContextCommands, Aggregate):
         self,
         of: str,
         *,
+        kind: str,
         input: Any = None,
         output: Any = None,
         name: str | None = None,
@@ -260,15 +269,20 @@ class Session(ContextCommands, Aggregate):
         metadata: JSON | None = None,
         at: datetime | None = None,
     ) -> str:
-        """Retry (same content) or edit (different content) as a sibling version."""
-        self._refuse_while_running("retry or edit")
+        """A sibling version of ``of``: ``kind`` says whether it is a retry or an edit.
+
+        The caller knows which it is; the content cannot tell: a retry is a
+        new sample of the same prompt, so its text is usually new.
+        """
+        if kind not in VERSION_KINDS:
+            raise errors.InvalidCommand("kind must be 'retry' or 'edit'", kind=kind)
+        self._refuse_while_running(kind)
         ref = self.node(of)
         if ref.role not in ROLES:  # an attach or a merge: nothing to say again
             raise errors.InvalidCommand(f"a {ref.role} node has no versions", node_id=of)
         if ref.external:
             raise errors.InvalidCommand("retry the branch point in its own session", node_id=of)
         name = name if name is not None else ref.name
-        kind = "retry" if content_digest(ref.role, name, input, output) == ref.digest else "edit"
         if ref.parent is None:
             return self._append_root_sibling(ref, kind, input, output, name, node_id, metadata, at)
         return self.append_node(

@@ -22,8 +22,9 @@ from domain.events import (
     ToolsDeclared,
     UsageMeasured,
 )
-from domain.limits import MAX_LABEL, check_count, check_id, check_json, check_label
+from domain.limits import MAX_LABEL, check_id, check_json, check_label, check_node_id
 from domain.nodes import NodeRef
+from domain.usage import from_fields, from_native
 
 JSON = dict[str, Any]
 MAX_INSTRUCTIONS = 4_000  # characters: a prompt addendum, not a document
@@ -46,17 +47,25 @@ class ContextCommands:
         def trigger_event(self, event_class: Any, **kwargs: Any) -> None: ...
         def _refuse_while_running(self, what: str) -> None: ...
 
+    def _new_node_id(self, node_id: str | None) -> str:
+        """A fresh UUID, or the id an import names (checked like any node id)."""
+        check_node_id(node_id)
+        if node_id is not None and self.knows(node_id):
+            raise errors.DuplicateNode(f"node {node_id!r} already exists", node_id=node_id)
+        return node_id or str(uuid.uuid4())
+
     def stage_attach(
         self,
         source_session: str,
         source_head: str,
         commit: str | None,
         at: datetime | None = None,
+        node_id: str | None = None,
     ) -> str:
-        """Stage another branch's context as a node after HEAD."""
+        """Stage another branch's context as a node after HEAD (``node_id``: an import's)."""
         if source_session == str(self.id):
             raise errors.InvalidCommand("attach a different session; use merge within one")
-        node_id = str(uuid.uuid4())
+        node_id = self._new_node_id(node_id)
         self.trigger_event(
             AttachStaged,
             node_id=node_id,
@@ -69,8 +78,12 @@ class ContextCommands:
         )
         return node_id
 
-    def merge(self, peers: list[JSON], at: datetime | None = None) -> str:
-        """Merge peer heads into HEAD; HEAD's own block is the locked base peer."""
+    def merge(self, peers: list[JSON], at: datetime | None = None, merge_id: str | None = None,
+              node_id: str | None = None) -> str:  # fmt: skip
+        """Merge peer heads into HEAD; HEAD's own block is the locked base peer.
+
+        ``merge_id`` and ``node_id`` are given only when an export is imported.
+        """
         self._refuse_while_running("merge")
         if self.head is None:
             raise errors.MergeRefused("nothing to merge into: the session is empty")
@@ -84,10 +97,11 @@ class ContextCommands:
                 raise errors.NodeNotFound("unknown peer head", node_id=peer["node_id"])
             if peer["session_id"] == str(self.id) and peer["node_id"] == self.head:
                 raise errors.MergeRefused("a head cannot merge with itself")
-        merge_id = str(uuid.uuid4())
+        check_id("merge_id", merge_id)
+        merge_id = merge_id or str(uuid.uuid4())
+        node_id = self._new_node_id(node_id)
         base = {"session_id": str(self.id), "node_id": self.head}
         self.trigger_event(MergeStarted, merge_id=merge_id, peers=peers, base=base, timestamp=at)
-        node_id = str(uuid.uuid4())
         self.trigger_event(
             MergeCompleted,
             merge_id=merge_id,
@@ -103,32 +117,51 @@ class ContextCommands:
     def measure_usage(
         self,
         request_id: str,
-        input_tokens: int,
+        input_tokens: int | None = None,
         cache_read: int = 0,
         output_tokens: int = 0,
         provider: str | None = None,
         head_node: str | None = None,
         at: datetime | None = None,
-    ) -> None:
+        cache_creation: int = 0,
+        usage: JSON | None = None,
+    ) -> int:
+        """Record one request's usage; the prompt's total tokens as measured.
+
+        Either ``usage`` (the provider's usage object, as it came back) or
+        ctxstore's flat fields (``input_tokens`` excluding both cache parts).
+        """
         check_id("request_id", request_id, MAX_LABEL)
         check_id("provider", provider)
         head_node = head_node or self.head
         if head_node is None:
             raise errors.InvalidCommand("usage needs a head node")
         self.node(head_node)
-        check_count("input_tokens", input_tokens)
-        check_count("cache_read", cache_read)
-        check_count("output_tokens", output_tokens)
+        provider = provider or self.model.split(":", 1)[0]
+        if usage is not None:
+            if input_tokens is not None or cache_read or cache_creation or output_tokens:
+                raise errors.InvalidCommand("give the provider's usage object or the flat "
+                                            "token fields, not both")  # fmt: skip
+            measured = from_native(usage, provider)
+        elif input_tokens is None:
+            raise errors.InvalidCommand("usage needs input_tokens or the provider's usage object")
+        else:
+            measured = from_fields(input_tokens, cache_read, cache_creation, output_tokens)
         self.trigger_event(
             UsageMeasured,
             request_id=request_id,
             head_node=head_node,
-            input_tokens=input_tokens,
-            cache_read=cache_read,
-            output_tokens=output_tokens,
-            provider=provider or self.model.split(":", 1)[0],
+            input_tokens=measured.input_tokens,
+            cache_read=measured.cache_read,
+            cache_creation=measured.cache_creation,
+            output_tokens=measured.output_tokens,
+            total_input=measured.total_input,
+            convention=measured.convention,
+            native=dict(usage) if usage is not None else None,
+            provider=provider,
             timestamp=at,
         )
+        return measured.total_input
 
     def record_summary(
         self,
@@ -137,10 +170,12 @@ class ContextCommands:
         summarizer: str,
         commit: str,
         at: datetime | None = None,
+        summary_id: str | None = None,
     ) -> str:
         if not covered:
             raise errors.InvalidCommand("a summary must cover at least one item")
-        summary_id = f"summary:{uuid.uuid4()}"
+        check_id("summary_id", summary_id, MAX_LABEL)
+        summary_id = summary_id or f"summary:{uuid.uuid4()}"
         self.trigger_event(
             SummaryRecorded,
             summary_id=summary_id,

@@ -339,7 +339,9 @@ class Projector:
             "request_id": event.request_id, "head_node": event.head_node,
             "input_tokens": event.input_tokens, "cache_read": event.cache_read,
             "output_tokens": event.output_tokens, "provider": event.provider,
-            "event_seq": info.seq,
+            "event_seq": info.seq, "cache_creation": event.cache_creation,
+            "total_input": event.total_input, "convention": event.convention,
+            "native": dumps(event.native) if event.native is not None else None,
         })  # fmt: skip
 
     def on_summary(self, event: Any, info: EventInfo, session: SessionRow) -> None:

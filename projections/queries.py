@@ -32,17 +32,6 @@ def session_row(projector: Projector, session_id: str) -> SessionRow:
     return session
 
 
-def sessions(projector: Projector) -> list[dict[str, Any]]:
-    """Every session, oldest first: what a client lists before it picks one."""
-    rows = sorted(projector.dag.sessions.values(), key=lambda s: (s.created_at, s.session_id))
-    return [
-        {"session_id": s.session_id, "title": s.title, "model": s.model, "head": s.head,
-         "version": s.version, "running": s.running, "branched_from": s.branched_from,
-         "created_at": s.created_at, "compaction": s.compaction}
-        for s in rows
-    ]  # fmt: skip
-
-
 def head_commit_id(projector: Projector, session: SessionRow) -> str | None:
     return projector.commit_at(session.session_id, session.head) if session.head else None
 
@@ -241,7 +230,7 @@ def occupancy(projector: Projector, store: ProjectionStore, session_id: str,
         and last.head_node == session.head
         and (last.notification_id > session.graph_position)
     ):
-        measured = last.input_tokens + last.cache_read
+        measured = last.total_input  # in the provider's own convention (domain.usage)
     split, used, _ = _parts(projector, session, policy_of)
     # The estimate is the commit's items plus the tool definitions the request
     # lists; a provider's measurement covers all of it.

@@ -136,6 +136,12 @@ usage = Table(
     Column("output_tokens", Integer, nullable=False),
     Column("provider", String(64), nullable=False),
     Column("event_seq", Integer, nullable=False),
+    # UsageMeasured v2 (revision 0006): the provider's object as given, the
+    # convention that read it, and the prompt's total in that convention.
+    Column("cache_creation", Integer, nullable=False, server_default="0"),
+    Column("total_input", BigInteger, nullable=False, server_default="0"),
+    Column("convention", String(16), nullable=False, server_default="flat"),
+    Column("native", Text),
     Index("ix_ctx_usage_session", "session_id", "notification_id"),
 )
 

@@ -5,7 +5,7 @@
     ctxstore migrate [--db URL]
     ctxstore import  FILE.jsonl [--db URL]           # prints the new session id
     ctxstore export  SESSION_ID [--db URL] [--out FILE]
-    ctxstore replay  SESSION_ID --to VERSION [--db URL]
+    ctxstore replay  SESSION_ID --to VERSION [--render neutral|openai|anthropic] [--db URL]
     ctxstore worker  [--db URL] [--interval 0.5]     # projections as their own process
     ctxstore rebuild [--db URL]                      # exit 1 if the digests differ
 
@@ -161,6 +161,8 @@ def session_state(session: Any) -> dict[str, Any]:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    if args.render:
+        return _replay_render(args)
     app = _app(args)
     try:
         latest = app.session(args.session_id).version
@@ -170,6 +172,29 @@ def cmd_replay(args: argparse.Namespace) -> int:
     finally:
         app.close()
     _print_json(state)
+    return 0
+
+
+def _replay_render(args: argparse.Namespace) -> int:
+    """The provider request at event N, projected in memory (nothing is written)."""
+    from domain.tokens import check_tokenizer
+    from projections.replay import request_at
+    from projections.store import ProjectionStore
+
+    check_tokenizer()
+    app = _app(args)
+    store = ProjectionStore(_url(args))
+    try:
+        try:
+            store.policy_history()  # the rules the live projection recorded, if it ran
+            rules: ProjectionStore | None = store
+        except STORE_ERRORS:
+            rules = None  # never served or migrated: the configured rules
+        request = request_at(app, rules, args.session_id, args.to, args.render)
+    finally:
+        store.close()
+        app.close()
+    print(json.dumps(request, indent=2, ensure_ascii=False))
     return 0
 
 
@@ -278,9 +303,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("export", cmd_export, "a session's events as JSONL, one per line")
     p.add_argument("session_id", metavar="SESSION_ID")
     p.add_argument("--out", metavar="FILE", help="write here instead of stdout")
-    p = command("replay", cmd_replay, "the session as it stood after event VERSION")
+    p = command("replay", cmd_replay, "the session as it stood after event VERSION; with "
+                "--render, the request the model was fed then")  # fmt: skip
     p.add_argument("session_id", metavar="SESSION_ID")
     p.add_argument("--to", type=int, required=True, metavar="VERSION")
+    p.add_argument(
+        "--render",
+        choices=("neutral", "openai", "anthropic"),
+        default=None,
+        help="print the provider request at that event (projected in memory)",
+    )
     command("worker", cmd_worker, "keep the projections caught up until Ctrl-C"
             ).add_argument("--interval", type=float, default=0.5)  # fmt: skip
     command("rebuild", cmd_rebuild, "rebuild every projection and compare digests")

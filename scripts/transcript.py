@@ -14,6 +14,8 @@ count every physical line so an error points at the right one)::
     {"type": "pin", "node": "u1"}                                # also "unpin"
     {"type": "usage", "request_id": "r1", "input_tokens": 1200, "cache_read": 0,
      "output_tokens": 80, "head_node": "a1", "provider": "anthropic"}
+    {"type": "usage", "request_id": "r2", "usage": {"prompt_tokens": 1300,
+     "prompt_tokens_details": {"cached_tokens": 1024}, "completion_tokens": 60}}
     {"type": "run_start", "run_id": "run-1"}   {"type": "run_finish", "status": "completed"}
     {"type": "model", "model": "openai:gpt-4o", "context_window": 128000}
     {"type": "compaction", "instructions": "keep file paths", "summarizer_model": "gpt-4o-mini"}
@@ -25,8 +27,9 @@ as ``"predecesor"`` would otherwise silently attach a node to HEAD).
 * ``id`` becomes the node id verbatim; without one the store makes a UUID.
 * ``predecessor``/``caller`` default the way the API does: to HEAD, and for
   a tool node to the assistant at (or above) HEAD.
-* ``retry`` and ``edit`` are the same command: a sibling of ``of``; the
-  domain calls it a retry when the content is identical, an edit otherwise.
+* ``retry`` and ``edit`` both add a sibling version of ``of``, recorded as
+  the kind the line names: a retry is a new sample of the same prompt (its
+  text may differ), an edit changes the node.
 * ``at`` is an ISO-8601 time (``Z`` or an offset; a time without one is
   UTC).  A line without ``at`` happens at the previous line's time, and
   before any ``at`` at the moment of the import.  Times may not go back:
@@ -83,8 +86,9 @@ SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "checkout": {"node": (STR, True), "version": (INT, False)},
     "pin": {"node": (STR, True)},
     "usage": {
-        "request_id": (STR, True), "input_tokens": (INT, True), "cache_read": (INT, False),
-        "output_tokens": (INT, False), "provider": (STR, False), "head_node": (STR, False),
+        "request_id": (STR, True), "input_tokens": (INT, False), "cache_read": (INT, False),
+        "cache_creation": (INT, False), "output_tokens": (INT, False),
+        "usage": (DICT, False), "provider": (STR, False), "head_node": (STR, False),
     },
     "run_start": {"run_id": (STR, False)},
     "run_finish": {"status": (STR, False)},
@@ -218,14 +222,17 @@ def _commands(agg: Session) -> dict[str, Callable[[JSON, datetime], Any]]:
         kwargs = {k: v for k, v in f.items() if k != "id"}
         return agg.append_node(node_id=f.get("id"), at=at, **kwargs)
 
-    def retry(f: JSON, at: datetime) -> Any:
-        kwargs = {k: v for k, v in f.items() if k not in ("of", "id")}
-        return agg.add_sibling(f["of"], node_id=f.get("id"), at=at, **kwargs)
+    def version(kind: str) -> Callable[[JSON, datetime], Any]:
+        def add(f: JSON, at: datetime) -> Any:
+            kwargs = {k: v for k, v in f.items() if k not in ("of", "id")}
+            return agg.add_sibling(f["of"], kind=kind, node_id=f.get("id"), at=at, **kwargs)
+
+        return add
 
     return {
         "node": node,
-        "retry": retry,
-        "edit": retry,
+        "retry": version("retry"),
+        "edit": version("edit"),
         "checkout": lambda f, at: agg.checkout(f["node"], f.get("version"), at=at),
         "pin": lambda f, at: agg.pin(f["node"], at=at),
         "unpin": lambda f, at: agg.unpin(f["node"], at=at),
@@ -303,27 +310,52 @@ def _at_line(exc: DomainError, line: int) -> DomainError:
     return exc
 
 
-def import_file(url: str, path: str | Path) -> str:
-    """Import a transcript file into the store at ``url``; the new session's id.
+def read_lines(path: str | Path) -> list[tuple[int, str]]:
+    """The file's non-blank lines with their (1-based, physical) numbers."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return [(n, line) for n, line in enumerate(handle, start=1) if line.strip()]
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise BadFile(f"{path}: {exc.strerror or exc}") from None
 
-    The session comes out as if its lines had been posted to the API one by
-    one: compacted after each line the API compacts after, with the same
-    summarizer, all in the one write (``service.memory_projection``).  The
-    projections catch up before this returns, so the session is ready to
+
+def import_file(url: str, path: str | Path) -> str:
+    """Import a transcript or an export file into the store at ``url``; the new session's id.
+
+    An export (``ctxstore export``) is recognised by its first line and
+    recreated event by event (``scripts.export_import``), its summaries with
+    it.  A transcript comes out as if its lines had been posted to the API
+    one by one: compacted after each line the API compacts after, with the
+    same summarizer, all in the one write (``service.memory_projection``).
+    The projections catch up before this returns, so the session is ready to
     serve the moment the id is printed.  On a terminal each long phase shows
     a progress bar on stderr (``scripts/progress.py``).
     """
+    from scripts.export_import import import_export, is_export, read_export
     from service.memory_projection import ImportCompactor  # the parser needs no projections
     from service.runtime import Runtime
 
-    steps = read(path)
+    lines = read_lines(path)
+    try:
+        export = bool(lines) and is_export(json.loads(lines[0][1]))
+    except ValueError:
+        export = False
+    records = read_export(lines) if export else None
+    steps = None if export else parse(_numbered(lines))
     runtime = Runtime(url)
     try:
-        position = (runtime.app.recorder.max_notification_id() or 0) + 1
-        compactor = ImportCompactor(runtime.processor.policy_at(position), runtime.summarizer)
-        after = compactor.after if runtime.auto_compact else None
-        with Progress("import: running lines", len(steps) - 1, "lines") as bar:
-            sid = import_transcript(runtime.app, steps, after, bar)
+        if records is not None:
+            sid = import_export(runtime.app, records)
+        else:
+            assert steps is not None
+            position = (runtime.app.recorder.max_notification_id() or 0) + 1
+            compactor = ImportCompactor(runtime.processor.policy_at(position),
+                                        runtime.summarizer)  # fmt: skip
+            after = compactor.after if runtime.auto_compact else None
+            with Progress("import: running lines", len(steps) - 1, "lines") as bar:
+                sid = import_transcript(runtime.app, steps, after, bar)
         start = runtime.position()
         pending = (runtime.app.recorder.max_notification_id() or 0) - start
         with Progress("import: projecting", pending, "events") as bar:
@@ -331,3 +363,11 @@ def import_file(url: str, path: str | Path) -> str:
     finally:
         runtime.close()
     return str(sid)
+
+
+def _numbered(lines: list[tuple[int, str]]) -> list[str]:
+    """Back to physical lines (blank ones blank), so parse's line numbers stay right."""
+    out: list[str] = []
+    for number, text in lines:
+        out += [""] * (number - 1 - len(out)) + [text]
+    return out

@@ -20,8 +20,9 @@ from domain.summarizer import Summarizer
 
 # The commands after which the API compacts the new head, if it asks.
 AUTO_COMPACT_AFTER = frozenset(
-    {"append_node", "add_sibling", "attach", "merge", "switch_model", "declare_tools"}
-)
+    {"append_node", "append_nodes", "add_sibling", "attach", "merge", "switch_model",
+     "declare_tools"}
+)  # fmt: skip
 
 
 def run_to_fold(

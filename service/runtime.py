@@ -22,9 +22,11 @@ from domain.store_config import database_url
 from domain.summarizer import Summarizer, for_session, summarizer_from_env
 from domain.tokens import check_tokenizer
 from projections import queries as q
+from projections import session_queries as sq
 from projections.explain import explain
 from projections.migrate import upgrade
 from projections.processor import Processor
+from projections.session_queries import SessionKey
 from projections.store import ProjectionStore
 from service.compaction import AUTO_COMPACT_AFTER, run_to_fold, summarize
 
@@ -57,7 +59,9 @@ class Runtime:
         self.auto_catch_up = auto_catch_up
         self.auto_compact = auto_compact
         self._lock = threading.RLock()
-        self._rendered: OrderedDict[tuple[str, str, str, str, bool], dict[str, Any]] = OrderedDict()
+        self._rendered: OrderedDict[tuple[str, str, str, str, int, bool], dict[str, Any]] = (
+            OrderedDict()
+        )
         self.app.commit_resolver = self._latest_commit_of
 
     def close(self) -> None:
@@ -130,8 +134,23 @@ class Runtime:
             return {"session_id": session.session_id, "tools": session.tools}
 
     def sessions(self) -> list[dict[str, Any]]:
+        """Every session, oldest first."""
+        return self.sessions_page()[0]
+
+    def sessions_page(
+        self, limit: int | None = None, after: SessionKey | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of sessions, oldest first, and the next page's cursor (None at the end)."""
         with self._lock:
-            return q.sessions(self._projector())
+            return sq.sessions(self._projector(), limit, after)
+
+    def session_info(self, session_id: str) -> dict[str, Any]:
+        with self._lock:
+            return sq.session_info(self._projector(), self.store, session_id)
+
+    def branch_nodes(self, session_id: str, head: str | None = None) -> dict[str, Any]:
+        with self._lock:
+            return sq.branch_nodes(self._projector(), session_id, head)
 
     def head_commit(self, session_id: str) -> dict[str, Any]:
         with self._lock:
@@ -150,8 +169,10 @@ class Runtime:
             cid = commit_id or q.head_commit_id(projector, session)
             if cid is None:
                 raise errors.NotFound("the session has no commit yet: append a node first")
-            # the request names the session's current model, so it is part of the key
-            key = (session.session_id, cid, shape, session.model, cache)
+            # The request names the session's current model, and the answer its
+            # current version (what a client sends as expected_version next), so
+            # both are part of the key.
+            key = (session.session_id, cid, shape, session.model, session.version, cache)
             if key not in self._rendered:
                 # A branch whose head is still its branch point renders the source's
                 # commit; an explicitly named commit must belong to this session.
@@ -160,8 +181,10 @@ class Runtime:
                 policy = self.processor.policy_of(commit.rules_version)
                 over = projector.commits[cid].over_window
                 self._rendered[key] = {
-                    "session_id": session.session_id, "commit_id": cid, "shape": shape,
-                    "over_window": bool(over), "shortfall": over["shortfall"] if over else 0,
+                    "session_id": session.session_id, "commit_id": cid,
+                    "head_node_id": commit.head_node_id, "version": session.version,
+                    "shape": shape, "over_window": bool(over),
+                    "shortfall": over["shortfall"] if over else 0,
                     "request": render_shape(commit, shape, session.model, cache,
                                             policy.drop_summarized_tools),
                 }  # fmt: skip

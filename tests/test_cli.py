@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -440,11 +441,186 @@ def test_export_into_a_closed_pipe_stops_quietly(
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_importing_an_export_says_what_the_file_is(
+def test_an_export_imported_into_the_store_it_came_from_names_the_clashing_id(
     capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
 ) -> None:
     sid = imported(capsys, db, SAMPLE)
     out = tmp_path / "export.jsonl"
     assert run(capsys, "export", sid, "--db", db, "--out", str(out))[0] == 0
     status, _, err = run(capsys, "import", str(out), "--db", db)
-    assert status == 2 and "line 1: this is a 'ctxstore export'" in err, err
+    assert status == 2 and "duplicate_node" in err and "line 2:" in err, err
+
+
+def test_importing_an_export_recreates_the_session(
+    capsys: pytest.CaptureFixture[str], store_url: str, tmp_path: Path
+) -> None:
+    """New session id, node ids as in the file, the same head, commits and renders."""
+    from service.runtime import Runtime
+
+    source = f"sqlite:///{tmp_path}/source.db"
+    rt = Runtime(source)
+    try:
+        sid = str(rt.execute("start_session", title="orig", model="local:tiny",
+                             at=datetime(2026, 1, 1, tzinfo=UTC))[0])  # fmt: skip
+        for i in range(12):
+            at = datetime(2026, 1, 1, 0, i, tzinfo=UTC)
+            rt.execute("append_nodes", sid, at=at, nodes=[
+                {"role": "user", "node_id": f"x-u{i}", "input": f"q{i} " + "word " * 450},
+                {"role": "assistant", "node_id": f"x-a{i}", "output": f"a{i}"},
+                {"role": "tool", "node_id": f"x-t{i}", "name": "read", "input": {"i": i},
+                 "output": "line\n" * 50},
+            ])  # fmt: skip
+            if i == 2:
+                rt.execute("pin", sid, node_id="x-u0", at=at)
+                rt.execute("add_sibling", sid, of="x-a2", kind="retry", output="again",
+                           node_id="x-a2r", at=at)  # fmt: skip
+                rt.execute("checkout", sid, node_id="x-t2", at=at)
+                rt.execute("measure_usage", sid, request_id="r", at=at,
+                           usage={"input_tokens": 10, "cache_read_input_tokens": 5})  # fmt: skip
+                rt.execute("merge", sid, peers=[{"node_id": "x-a2r"}], at=at)
+            if i == 5:
+                rt.execute("start_run", sid, run_id="run", at=at)
+                rt.execute("finish_run", sid, at=at)
+                rt.execute("switch_model", sid, model="local:tiny", context_window=7000, at=at)
+                rt.execute("declare_tools", sid, [{"name": "read", "description": "a file"}],
+                           at=at)  # fmt: skip
+                rt.execute("configure_compaction", sid, "keep paths", None, at=at)
+            if i == 8:
+                rt.compact(sid)  # a summary the export carries (the window guard folds the rest)
+        original = {"info": rt.session_info(sid), "timeline": rt.timeline(sid),
+                    "context": rt.head_commit(sid),
+                    "render": rt.rendered(sid, "anthropic")["request"]}  # fmt: skip
+        kinds = {type(e).__name__ for e in rt.app.session_events(sid)}
+        assert {"SummaryRecorded", "MergeCompleted", "UsageMeasured"} <= kinds
+    finally:
+        rt.close()
+    out = tmp_path / "export.jsonl"
+    assert run(capsys, "export", sid, "--db", source, "--out", str(out))[0] == 0
+    new = imported(capsys, store_url, out)
+    assert new != sid
+    rt = Runtime(store_url)
+    try:
+        info = rt.session_info(new)
+        same = ("head", "version", "title", "model", "pinned", "running", "created_at", "counts")
+        assert {k: info[k] for k in same} == {k: original["info"][k] for k in same}
+
+        # commit ids derive from the session id; everything else is the same
+        def strip(row: dict[str, object]) -> dict[str, object]:
+            return {k: v for k, v in row.items() if k not in ("commit_id", "parent_ids")}
+
+        assert [strip(r) for r in rt.timeline(new)] == [strip(r) for r in original["timeline"]]
+        context = rt.head_commit(new)
+        assert context["items"] == original["context"]["items"]
+        assert context["head_node_id"] == original["context"]["head_node_id"]
+        assert rt.rendered(new, "anthropic")["request"] == original["render"]
+    finally:
+        rt.close()
+    # the same file again: its node ids are taken now
+    status, _, err = run(capsys, "import", str(out), "--db", store_url)
+    assert status == 2 and "duplicate_node" in err
+
+
+def test_an_export_that_names_a_session_not_here_is_refused_by_line(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "export.jsonl"
+    lines = [
+        {"seq": 1, "type": "SessionStarted", "timestamp": "2026-01-01T00:00:00+00:00",
+         "data": {"title": "t", "model": "openai:gpt-4o", "context_window": None,
+                  "branched_from": None}},
+        {"seq": 2, "type": "AttachStaged", "timestamp": "2026-01-01T00:00:01+00:00",
+         "data": {"node_id": "att", "seq": 1, "predecessor": None, "commit": None,
+                  "source_session": "00000000-0000-0000-0000-000000000042",
+                  "source_head": "h"}},
+    ]  # fmt: skip
+    write(out, lines)  # type: ignore[arg-type]
+    status, _, err = run(capsys, "import", str(out), "--db", db)
+    assert status == 2 and "line 2:" in err and "session_not_found" in err, err
+    write(out, [lines[0], {**lines[1], "seq": 3}])  # type: ignore[arg-type]
+    status, _, err = run(capsys, "import", str(out), "--db", db)
+    assert status == 2 and "seq 3 where 2 was due" in err, err
+
+
+def test_retry_and_edit_lines_record_the_kind_they_name(
+    capsys: pytest.CaptureFixture[str], store_url: str, tmp_path: Path
+) -> None:
+    """A retry line with new text is a new sample; an edit line with the same text an edit."""
+    records = SMALL[:7] + [
+        {"type": "retry", "of": "a2", "id": "a2r", "output": "Done, said differently."},
+        {"type": "edit", "of": "a2", "id": "a2e", "output": "Done."},
+    ]
+    sid = imported(capsys, store_url, write(tmp_path / "t.jsonl", records))
+    status, out, _ = run(capsys, "export", sid, "--db", store_url)
+    assert status == 0
+    kinds = {r["data"]["node_id"]: r["data"]["version_kind"]
+             for r in map(json.loads, out.splitlines()) if r["type"] == "NodeAppended"}  # fmt: skip
+    assert (kinds["a2r"], kinds["a2e"]) == ("retry", "edit")
+
+
+def test_usage_lines_take_the_providers_own_object(
+    capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
+) -> None:
+    usage = {"prompt_tokens": 1300, "prompt_tokens_details": {"cached_tokens": 1024},
+             "completion_tokens": 60}  # fmt: skip
+    records = SMALL[:4] + [{"type": "usage", "request_id": "r9", "usage": usage}]
+    sid = imported(capsys, db, write(tmp_path / "t.jsonl", records))
+    status, out, _ = run(capsys, "export", sid, "--db", db)
+    last = json.loads(out.splitlines()[-1])
+    assert status == 0 and last["type"] == "UsageMeasured"
+    assert last["data"]["native"] == usage and last["data"]["total_input"] == 1300
+
+
+def test_replay_renders_the_request_as_it_stood_at_each_event(
+    capsys: pytest.CaptureFixture[str], store_url: str
+) -> None:
+    """What /render answered after each command, replayed from the log in memory."""
+    from projections.rebuild import digest
+    from projections.store import ProjectionStore
+    from service.runtime import Runtime
+
+    rt = Runtime(store_url)
+    seen: dict[tuple[str, int], dict[str, dict[str, object]]] = {}
+
+    def record(sid: str) -> None:
+        version = rt.session_version(sid)
+        seen[(sid, version)] = {s: rt.rendered(sid, s)["request"]
+                                for s in ("neutral", "openai", "anthropic")}  # fmt: skip
+
+    try:
+        sid = str(rt.execute("start_session", title="r", model="local:tiny")[0])
+        other = str(rt.execute("start_session", title="src")[0])
+        rt.execute("append_node", other, role="user", input="context from elsewhere")
+        for i in range(14):  # enough to age tools and make the tiny window compact
+            rt.execute("append_node", sid, role="user", input=f"question {i} " + "word " * 250)
+            rt.execute("append_node", sid, role="assistant", output=f"answer {i}")
+            rt.execute("append_node", sid, role="tool", name="read", input={"i": i},
+                       output="line\n" * 60)  # fmt: skip
+            record(sid)
+            if i == 3:
+                rt.execute("pin", sid, node_id=rt.dag(sid)["nodes"][0]["node_id"])
+                rt.execute("attach", sid, source_session=other)
+                record(sid)
+            if i == 6:
+                rt.execute("measure_usage", sid, request_id="r", input_tokens=900)
+                rt.execute("switch_model", sid, model="local:tiny", context_window=6000)
+                record(sid)
+        last = rt.dag(sid)["nodes"][-1]["node_id"]
+        branch = str(rt.execute("branch", sid, node_id=last)[0])
+        rt.execute("append_node", branch, role="user", input="on the branch")
+        record(branch)
+        assert "SummaryRecorded" in {type(e).__name__ for e in rt.app.session_events(sid)}
+    finally:
+        rt.close()
+    store = ProjectionStore(store_url)
+    before = digest(store)
+    for (session, version), shapes in seen.items():
+        for shape, request in shapes.items():
+            status, out, err = run(capsys, "replay", session, "--to", str(version), "--render",
+                                   shape, "--db", store_url)  # fmt: skip
+            assert status == 0, err
+            assert json.loads(out) == request, (session, version, shape)
+    assert digest(store) == before  # nothing written to the live projection
+    store.close()
+    status, _, err = run(capsys, "replay", sid, "--to", "1", "--render", "openai", "--db",
+                         store_url)  # fmt: skip
+    assert status == 2 and "no commit at event 1" in err

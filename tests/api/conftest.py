@@ -1,16 +1,23 @@
-"""API fixtures: a real Runtime on each store, and a test client over it."""
+"""API fixtures: a real Runtime on each store, a test client over it, a real server."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
 import service.runtime as runtime_module
 from api.app import create_app
-from tests.conftest import immediate_policy
+from tests.conftest import IMMEDIATE_POLICY_JSON, immediate_policy
 
 
 @pytest.fixture
@@ -26,3 +33,42 @@ def runtime(store_url: str) -> Iterator[Any]:
 def client(runtime: Any) -> Iterator[TestClient]:
     with TestClient(create_app(runtime)) as c:
         yield c
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def live_server(store_url: str) -> Iterator[str]:
+    """A real uvicorn process on a loopback port over the store; its base URL."""
+    port = _free_port()
+    # Aging as soon as due, so a short session shows it (batching waits for a fuller window).
+    env = dict(os.environ, CTXSTORE_DATABASE_URL=store_url, PYTHONPATH=str(ROOT),
+               CTXSTORE_POLICY=IMMEDIATE_POLICY_JSON)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory",
+         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the server did not come up")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

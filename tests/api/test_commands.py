@@ -113,6 +113,11 @@ def world(client: TestClient) -> World:
 # (path under /sessions/{sid}, body, needs an active run first)
 COMMANDS: dict[str, tuple[str, dict[str, Any], bool]] = {
     "append": ("/nodes", {"role": "user", "output": "more"}, False),
+    "batch": (
+        "/nodes/batch",
+        {"nodes": [{"role": "user", "output": "more"}, {"role": "assistant", "output": "ok"}]},
+        False,
+    ),
     "retry": ("/nodes/a4/retry", {"output": "You're welcome."}, False),
     "edit": ("/nodes/a4/edit", {"output": "My pleasure."}, False),
     "checkout": ("/checkout", {"node_id": "a3"}, False),
@@ -191,14 +196,24 @@ def test_retry_and_edit_add_sibling_versions(world: World) -> None:
     feed = events(c, s)
     kinds = {e["data"]["node_id"]: e["data"]["version_kind"] for e in feed
              if e["type"] == "NodeAppended" and e["data"]["sibling_of"] == "a4"}  # fmt: skip
-    # the aggregate decides the kind from the content, not from the route
+    # the route says which kind it is
     assert kinds == {"a4b": "edit", retry["node_id"]: "retry", edit["node_id"]: "edit"}
+    assert (retry["kind"], edit["kind"]) == ("retry", "edit")
     dag = ok(c.get(f"/sessions/{s}/dag"))
     node = next(n for n in dag["nodes"] if n["node_id"] == edit["node_id"])
     assert node["versions"] == 4 and len(node["sibling_ids"]) == 4
-    # the "retry" route with new content is an edit
-    r = ok(c.post(f"/sessions/{s}/nodes/a4/retry", json={"output": "Different."}), 201)
-    assert events(c, s)[-1]["data"]["version_kind"] == "edit" and r["node_id"]
+
+
+def test_retry_is_a_new_sample_and_edit_is_an_edit_whatever_the_content(world: World) -> None:
+    """A regenerated answer has new text and is still a retry; an edit may keep the text."""
+    c, s = world.client, world.sid
+    sample = ok(c.post(f"/sessions/{s}/nodes/a4/retry", json={"output": "Different."}), 201)
+    same = ok(c.post(f"/sessions/{s}/nodes/a4/edit", json={"output": "You're welcome."}), 201)
+    kinds = {e["data"]["node_id"]: e["data"]["version_kind"] for e in events(c, s)
+             if e["type"] == "NodeAppended"}  # fmt: skip
+    assert kinds[sample["node_id"]] == "retry" and kinds[same["node_id"]] == "edit"
+    dag = {n["node_id"]: n for n in ok(c.get(f"/sessions/{s}/dag"))["nodes"]}
+    assert dag[sample["node_id"]]["version_kind"] == "retry"
 
 
 def test_checkout_moves_head(world: World) -> None:
@@ -335,6 +350,7 @@ WRONG_TYPES: dict[str, list[dict[str, Any]]] = {
                {"role": "user", "metadata": [1]}, {"role": "user", "expected_version": "9"},
                {"role": "user", "at": "yesterday"}, {"role": "user", "at": "2025-01-01T00:00:00"},
                {"output": "no role"}],
+    "batch": [{}, {"nodes": {}}, {"nodes": [{"role": 5}]}, {"nodes": [{"kind": "other"}]}],
     "retry": [{"node_id": 7}, {"metadata": "x"}, {"expected_version": True}],
     "edit": [{"name": 3}, {"node_id": ""}],
     "checkout": [{}, {"node_id": "a1", "version": "2"}, {"node_id": ["a1"]}],
@@ -607,7 +623,8 @@ def test_render_follows_the_head(world: World) -> None:
     assert after.json()["commit_id"] != old
     assert "A brand new question?" in after.text and "A brand new question?" not in before.text
     pinned = c.get(f"/sessions/{s}/render", params={"shape": "openai", "commit": old})
-    assert pinned.content == before.content
+    # the same request; the answer also says the session's version, which moved on
+    assert pinned.json() == {**before.json(), "version": after.json()["version"]}
     ok(c.post(f"/sessions/{s}/checkout", json={"node_id": "a4b"}))
     moved = c.get(f"/sessions/{s}/render", params={"shape": "openai"})
     assert "Anytime." in moved.text and "A brand new question?" not in moved.text

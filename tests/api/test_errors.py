@@ -53,7 +53,7 @@ def test_unknown_route(client: TestClient, path: str) -> None:
 
 @pytest.mark.parametrize(
     "method,path",
-    [("PUT", "/sessions"), ("DELETE", "/sessions"), ("GET", "/sessions/x/nodes"),
+    [("PUT", "/sessions"), ("DELETE", "/sessions"), ("PUT", "/sessions/x/nodes"),
      ("PUT", "/sessions/x/checkout"), ("POST", "/sessions/x/dag"), ("POST", "/health"),
      ("PATCH", "/sessions/x/nodes/y/retry")],
 )  # fmt: skip
@@ -221,3 +221,17 @@ def test_openapi_lists_every_route_with_its_schema(client: TestClient) -> None:
     assert merge_peers["items"]["$ref"] == "#/components/schemas/Peer"
     params = {p["name"] for p in doc["paths"]["/sessions/{sid}/events"]["get"]["parameters"]}
     assert params == {"sid", "after", "limit"}
+
+
+def test_every_response_is_typed_and_open_to_new_fields(client: TestClient) -> None:
+    doc = client.get("/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    for ep in ENDPOINTS:
+        op = doc["paths"][ep.path][ep.method.lower()]
+        content = op["responses"][str(ep.status)]["content"][ep.media_type]["schema"]
+        ref = content["$ref"].rsplit("/", 1)[1]
+        assert schemas[ref]["type"] == "object" and schemas[ref]["properties"], ref
+        assert schemas[ref]["additionalProperties"] is True, ref
+        assert "503" in op["responses"]
+    assert schemas["Occupancy"]["properties"]["total_used"]["type"] == "integer"
+    assert schemas["Commit"]["properties"]["items"]["items"]["$ref"].endswith("/Item")

@@ -8,7 +8,7 @@ from tests.api.test_commands import append, ok, start
 
 
 def test_lists_every_session_oldest_first_with_its_head(client: TestClient) -> None:
-    assert ok(client.get("/sessions")) == {"sessions": []}
+    assert ok(client.get("/sessions")) == {"sessions": [], "next": None}
     first = start(client, title="first")
     node = append(client, first, "user", input="hi")
     second = start(client, title="second", model="anthropic:claude-sonnet-4")

@@ -47,7 +47,7 @@ def test_a_branch_cannot_reuse_an_id_of_its_source(app: CtxStore) -> None:
         with pytest.raises(errors.DuplicateNode):
             app.append_node(branch, role="user", node_id=node_id)
     with pytest.raises(errors.DuplicateNode):  # a retry's new version is a node too
-        app.add_sibling(source, of="a1", node_id="u1", output="again")
+        app.add_sibling(source, of="a1", kind="retry", node_id="u1", output="again")
 
 
 def test_a_claim_lost_to_a_racing_writer_stores_nothing(

@@ -94,8 +94,10 @@ def test_node_appended_fields_and_created_at(app: CtxStore) -> None:
 
 def test_retry_edit_and_checkout_of_a_sibling_version(app: CtxStore) -> None:
     sid = seeded(app)
-    retry, _ = app.add_sibling(sid, of="t1", name="grep", input={"q": "x"}, output="hit")
-    edit, _ = app.add_sibling(sid, of="t1", input={"q": "y"}, output="miss")
+    retry, _ = app.add_sibling(
+        sid, of="t1", kind="retry", name="grep", input={"q": "x"}, output="hit"
+    )
+    edit, _ = app.add_sibling(sid, of="t1", kind="edit", input={"q": "y"}, output="miss")
     r_event, e_event = app.session_events(sid)[-2:]
     assert (r_event.version_kind, r_event.sibling_of, r_event.caller) == ("retry", "t1", "a1")
     assert (e_event.version_kind, e_event.name, e_event.call_id) == ("edit", "grep", "t1")
@@ -109,7 +111,7 @@ def test_retry_edit_and_checkout_of_a_sibling_version(app: CtxStore) -> None:
     app.checkout(sid, "u1")
     assert app.session(sid).head == "u1"
     refused(app, sid, errors.InvalidCommand, lambda: app.checkout(sid, "t1", version=4))
-    root, _ = app.add_sibling(sid, of="u1", input="hi")
+    root, _ = app.add_sibling(sid, of="u1", kind="retry", input="hi")
     assert last(app, sid).version_kind == "retry" and last(app, sid).predecessor is None
     assert app.session(sid).siblings("u1") == ["u1", root]
 
@@ -159,7 +161,7 @@ def test_attach_staged(app: CtxStore) -> None:
 
 def test_merge_started_and_completed(app: CtxStore) -> None:
     sid = seeded(app)
-    alt, _ = app.add_sibling(sid, of="a1", output="other answer")
+    alt, _ = app.add_sibling(sid, of="a1", kind="retry", output="other answer")
     app.checkout(sid, "t1")
     node_id, _ = app.merge(sid, [{"node_id": alt}])
     started, completed = app.session_events(sid)[-2:]
@@ -250,7 +252,7 @@ def test_refusals_have_codes_and_store_nothing(app: CtxStore) -> None:
         (errors.InvalidCommand, "invalid_command", 422,
          lambda: app.append_node(sid, role="robot")),
         (errors.InvalidCommand, "invalid_command", 422,
-         lambda: app.add_sibling(sid, of="u1", node_id="z" * 200)),
+         lambda: app.add_sibling(sid, of="u1", kind="edit", node_id="z" * 200)),
         # NaN and Infinity are not JSON: every render and provider would refuse the node
         (errors.InvalidCommand, "invalid_command", 422,
          lambda: app.append_node(sid, role="tool", input={"x": [float("nan")]}, output="o")),
@@ -259,7 +261,7 @@ def test_refusals_have_codes_and_store_nothing(app: CtxStore) -> None:
         (errors.InvalidCommand, "invalid_command", 422,
          lambda: app.append_node(sid, role="user", input="hi", metadata={"k": float("-inf")})),
         (errors.InvalidCommand, "invalid_command", 422,
-         lambda: app.add_sibling(sid, of="u1", input={"y": float("nan")})),
+         lambda: app.add_sibling(sid, of="u1", kind="edit", input={"y": float("nan")})),
         (errors.InvalidCommand, "invalid_command", 422,
          lambda: app.append_node(sid, role="user", input={1: "int key"})),
         (errors.InvalidCommand, "invalid_command", 422,
@@ -303,19 +305,21 @@ def test_tool_needs_an_assistant_caller(app: CtxStore) -> None:
 
 def test_agent_run_blocks_retry_edit_merge_and_a_second_run(app: CtxStore) -> None:
     sid = seeded(app)
-    alt, _ = app.add_sibling(sid, of="a1", output="alt")
+    alt, _ = app.add_sibling(sid, of="a1", kind="retry", output="alt")
     app.checkout(sid, "t1")
     app.start_run(sid, run_id="r1")
     for command in (
-        lambda: app.add_sibling(sid, of="t1", name="grep", input={"q": "x"}, output="hit"),
-        lambda: app.add_sibling(sid, of="a1", output="edited"),
+        lambda: app.add_sibling(
+            sid, of="t1", kind="retry", name="grep", input={"q": "x"}, output="hit"
+        ),
+        lambda: app.add_sibling(sid, of="a1", kind="edit", output="edited"),
         lambda: app.merge(sid, [{"node_id": alt}]),
         lambda: app.start_run(sid),
     ):
         assert refused(app, sid, errors.AgentRunning, command).code == "agent_running"
     app.append_node(sid, role="assistant", node_id="a2")  # appending is what a run does
     app.finish_run(sid)
-    app.add_sibling(sid, of="a2", output="edited")
+    app.add_sibling(sid, of="a2", kind="edit", output="edited")
 
 
 def test_stale_expected_version(app: CtxStore) -> None:
@@ -386,7 +390,7 @@ def test_appended_nodes_record_their_token_counts(app: CtxStore) -> None:
     assert tool.token_counts == {"encoding": ENCODING, "text": count_tokens("hit"),
                                  "call": count_tokens('{"q":"x"}')}  # fmt: skip
     assert user.token_counts == {"encoding": ENCODING, "text": count_tokens("hi"), "call": 0}
-    app.add_sibling(sid, "a1", output="calling again")
+    app.add_sibling(sid, "a1", kind="retry", output="calling again")
     assert last(app, sid).token_counts["text"] == count_tokens("calling again")
 
 

@@ -117,7 +117,7 @@ def run_step(app: CtxStore, sid: Any, m: Model, step: tuple[str, int, int, int],
         new = {k: ref.get(k) for k in ("input", "output", "name")}
         if op == "edit":
             new["output"] = f"{new['output']}'"
-        attempt(error, lambda: app.add_sibling(sid, of=target, node_id=new_id, **new))
+        attempt(error, lambda: app.add_sibling(sid, of=target, kind=op, node_id=new_id, **new))
         if error is None:
             m.nodes[new_id] = {**ref, **new}
             m.head = new_id

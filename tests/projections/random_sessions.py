@@ -154,7 +154,14 @@ class Driver:
         if edit:
             key = "input" if role in ("user", "system") else "output"
             body[key] = f"edited {self.steps}: {body.get(key)}"[:3_000]
-        new, _ = self.rt.execute("add_sibling", sess.sid, of=node, at=self.clock, **body)
+        new, _ = self.rt.execute(
+            "add_sibling",
+            sess.sid,
+            of=node,
+            at=self.clock,
+            kind="edit" if edit else "retry",
+            **body,
+        )
         self._known(sess, str(new), role)
         sess.content[str(new)] = {"role": role, **body}
         return None

@@ -93,7 +93,9 @@ def test_a_tool_retry_replaces_the_older_version(rt: Runtime) -> None:
     first = add(rt, sid, "tool", name="read", input={"f": 1}, output="old", minute=2)
     second = add(rt, sid, "tool", name="read", input={"f": 2}, output="two", minute=2)
     after = add(rt, sid, "assistant", "thinking", 3)
-    retry, _ = rt.execute("add_sibling", sid, of=first, input={"f": 1}, output="old", at=at(4))
+    retry, _ = rt.execute(
+        "add_sibling", sid, of=first, kind="retry", input={"f": 1}, output="old", at=at(4)
+    )
     assert [n["version_kind"] for n in rt.dag(sid)["nodes"] if n["node_id"] == retry] == ["retry"]
     view = by_id(rt, sid)
     assert retry in view and first not in view and second in view
@@ -111,7 +113,9 @@ def test_an_edit_of_a_message_is_a_sibling_with_its_own_commit(rt: Runtime) -> N
     sid = start(rt)
     question = add(rt, sid, "user", "first wording")
     answer = add(rt, sid, "assistant", "answer", 1)
-    edit, _ = rt.execute("add_sibling", sid, of=question, input="second wording", at=at(2))
+    edit, _ = rt.execute(
+        "add_sibling", sid, of=question, kind="edit", input="second wording", at=at(2)
+    )
     assert ids(rt, sid) == [edit]
     rt.execute("checkout", sid, answer, at=at(3))
     assert ids(rt, sid) == [question, answer]
@@ -344,7 +348,9 @@ def test_a_tool_appended_with_an_earlier_calls_id_replaces_it(rt: Runtime) -> No
         call_id="c1", node_id="t2")  # fmt: skip
     assert ids(rt, sid) == ["u1", "a1", "t2"]
     add(rt, sid, "user", "next", 4, node_id="u2")
-    rt.execute("add_sibling", sid, of="u2", input="next (edited)", node_id="u2b", at=at(5))
+    rt.execute(
+        "add_sibling", sid, of="u2", kind="edit", input="next (edited)", node_id="u2b", at=at(5)
+    )
     assert ids(rt, sid) == ["u1", "a1", "t2", "u2b"]
 
 

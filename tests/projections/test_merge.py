@@ -62,7 +62,9 @@ def test_an_edit_after_a_merge_keeps_the_peers_items(rt: Runtime) -> None:
     rt.execute("merge", sid, [{"node_id": n["peer_t"]}], at=at(6))
     later = add(rt, sid, "assistant", "merged", 7)
     before = set(ids(rt, sid)) - {later}
-    edit, _ = rt.execute("add_sibling", sid, of=later, output="merged, reworded", at=at(8))
+    edit, _ = rt.execute(
+        "add_sibling", sid, of=later, kind="edit", output="merged, reworded", at=at(8)
+    )
     assert set(ids(rt, sid)) == before | {edit}
 
 

@@ -29,7 +29,9 @@ def test_a_capped_result_counts_at_its_capped_size(rt: Runtime) -> None:
     assert any(i["truncated"] for i in live["items"])
     assert live["total_tokens"] == visible_sum(live)
     # A retry builds from the parent's stored items: the same totals either way.
-    rt.execute("add_sibling", sid, of=caller, output="read", at=T0 + timedelta(minutes=2))
+    rt.execute(
+        "add_sibling", sid, of=caller, kind="retry", output="read", at=T0 + timedelta(minutes=2)
+    )
     rt.execute("checkout", sid, caller, at=T0 + timedelta(minutes=3))
     for row in rt.timeline(sid):
         commit = rt.commit(sid, row["commit_id"])

@@ -270,7 +270,7 @@ def test_an_import_makes_the_commits_posting_its_lines_would(
                     rt.execute("append_node", sid, node_id=f.pop("id"), at=step.at, **f)
                 elif step.type == "retry":
                     rt.execute("add_sibling", sid, of=f.pop("of"), node_id=f.pop("id"),
-                               at=step.at, **f)  # fmt: skip
+                               kind="retry", at=step.at, **f)  # fmt: skip
                 else:
                     rt.execute("switch_model", sid, f["model"], f["context_window"], at=step.at)
             posted = normalised(rt, str(sid))
@@ -408,7 +408,9 @@ def test_a_pinned_capped_result_stays_capped_when_a_retry_rebuilds_it(rt: Runtim
     other = add(rt, sid, "tool", name="cat", input={"f": 2}, output="y", minute=3)
     capped = by_id(rt, sid)[big]
     assert capped["truncated"]
-    rt.execute("add_sibling", sid, of=other, input={"f": 2}, output="y again", at=at(4))
+    rt.execute(
+        "add_sibling", sid, of=other, kind="retry", input={"f": 2}, output="y again", at=at(4)
+    )
     again = by_id(rt, sid)[big]
     assert again["truncated"] and again["rendered"] == capped["rendered"]
     assert again["locked"]

@@ -1,0 +1,134 @@
+"""The asyncio client: ``AsyncClient(base_url, api_key=...)``, the same methods, awaited."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Concatenate, ParamSpec, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from api import responses as m
+from api.client import commands as c
+from api.client import queries as q
+from api.client.request import Request
+from api.client.transport import DEFAULT_URL, SSEParser, base_headers, call_headers, parse
+
+P = ParamSpec("P")
+T = TypeVar("T", bound=BaseModel)
+
+
+def _method(build: Callable[P, Request[T]]) -> Callable[Concatenate[AsyncClient, P], Awaitable[T]]:
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.send(build(*args, **kwargs))
+
+    method.__name__, method.__doc__ = build.__name__, build.__doc__
+    method.__wrapped__ = build  # type: ignore[attr-defined]  # help() shows the signature
+    return method
+
+
+class AsyncClient:
+    """ctxstore over HTTP, for asyncio: ``Client``'s methods, each a coroutine."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        headers: Mapping[str, str] | None = None,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._owned = http is None
+        self._http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
+        self._headers = base_headers(api_key, headers)
+
+    async def send(self, request: Request[T]) -> T:
+        response = await self._http.request(
+            request.method,
+            request.path,
+            json=request.json,
+            params=request.params,
+            headers={**self._headers, **call_headers(request)},
+        )
+        return parse(request, response)
+
+    async def aclose(self) -> None:
+        if self._owned:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    start_session = _method(c.start_session)
+    append_node = _method(c.append_node)
+    append_nodes = _method(c.append_nodes)
+    retry = _method(c.retry)
+    edit = _method(c.edit)
+    checkout = _method(c.checkout)
+    branch = _method(c.branch)
+    pin = _method(c.pin)
+    unpin = _method(c.unpin)
+    attach = _method(c.attach)
+    merge = _method(c.merge)
+    record_usage = _method(c.record_usage)
+    start_run = _method(c.start_run)
+    finish_run = _method(c.finish_run)
+    switch_model = _method(c.switch_model)
+    compact = _method(c.compact)
+    list_sessions = _method(q.list_sessions)
+    get_session = _method(q.get_session)
+    nodes = _method(q.nodes)
+    events = _method(q.events)
+    dag = _method(q.dag)
+    context = _method(q.context)
+    commit = _method(q.commit)
+    render = _method(q.render)
+    timeline = _method(q.timeline)
+    explain = _method(q.explain)
+    occupancy = _method(q.occupancy)
+    budget = _method(q.budget)
+    health = _method(q.health)
+    openapi = _method(q.openapi)
+
+    async def iter_sessions(self, *, page: int = 100) -> AsyncIterator[m.SessionSummary]:
+        after: str | None = None
+        while True:
+            answer = await self.list_sessions(limit=page, after=after)
+            for row in answer.sessions:
+                yield row
+            if answer.next is None:
+                return
+            after = answer.next
+
+    async def iter_events(
+        self, session_id: str, *, after: int = 0, page: int = 1000
+    ) -> AsyncIterator[m.StoredEvent]:
+        cursor: int | None = after
+        while cursor is not None:
+            answer = await self.events(session_id, after=cursor, limit=page)
+            for event in answer.events:
+                yield event
+            cursor = answer.next
+
+    async def stream(
+        self, session_id: str, *, once: bool = False, interval: float | None = None
+    ) -> AsyncIterator[m.StreamEvent]:
+        request = q.stream(session_id, once=once, interval=interval)
+        async with self._http.stream(
+            "GET",
+            request.path,
+            params=request.params,
+            headers={**self._headers, "Accept": "text/event-stream"},
+        ) as response:
+            if response.status_code >= 400:
+                await response.aread()
+                parse(request, response)
+            parser = SSEParser()
+            async for line in response.aiter_lines():
+                event = parser.feed(line)
+                if event is not None:
+                    yield event

@@ -1,0 +1,137 @@
+"""The blocking client: ``Client(base_url, api_key=...)``, one method per route."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Concatenate, ParamSpec, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from api import responses as m
+from api.client import commands as c
+from api.client import queries as q
+from api.client.request import Request
+from api.client.transport import DEFAULT_URL, SSEParser, base_headers, call_headers, parse
+
+P = ParamSpec("P")
+T = TypeVar("T", bound=BaseModel)
+
+
+def _method(build: Callable[P, Request[T]]) -> Callable[Concatenate[Client, P], T]:
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.send(build(*args, **kwargs))
+
+    method.__name__, method.__doc__ = build.__name__, build.__doc__
+    method.__wrapped__ = build  # type: ignore[attr-defined]  # help() shows the signature
+    return method
+
+
+class Client:
+    """ctxstore over HTTP.  Every command takes ``idempotency_key=``; errors raise
+    ``api.client.CtxStoreError`` subclasses; answers are ``api.responses`` models."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        headers: Mapping[str, str] | None = None,
+        http: httpx.Client | None = None,
+    ) -> None:
+        """``http`` is an httpx client to send through (a test client, a custom transport)."""
+        self._owned = http is None
+        self._http = http or httpx.Client(base_url=base_url, timeout=timeout)
+        self._headers = base_headers(api_key, headers)
+
+    def send(self, request: Request[T]) -> T:
+        response = self._http.request(
+            request.method,
+            request.path,
+            json=request.json,
+            params=request.params,
+            headers={**self._headers, **call_headers(request)},
+        )
+        return parse(request, response)
+
+    def close(self) -> None:
+        if self._owned:
+            self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    start_session = _method(c.start_session)
+    append_node = _method(c.append_node)
+    append_nodes = _method(c.append_nodes)
+    retry = _method(c.retry)
+    edit = _method(c.edit)
+    checkout = _method(c.checkout)
+    branch = _method(c.branch)
+    pin = _method(c.pin)
+    unpin = _method(c.unpin)
+    attach = _method(c.attach)
+    merge = _method(c.merge)
+    record_usage = _method(c.record_usage)
+    start_run = _method(c.start_run)
+    finish_run = _method(c.finish_run)
+    switch_model = _method(c.switch_model)
+    compact = _method(c.compact)
+    list_sessions = _method(q.list_sessions)
+    get_session = _method(q.get_session)
+    nodes = _method(q.nodes)
+    events = _method(q.events)
+    dag = _method(q.dag)
+    context = _method(q.context)
+    commit = _method(q.commit)
+    render = _method(q.render)
+    timeline = _method(q.timeline)
+    explain = _method(q.explain)
+    occupancy = _method(q.occupancy)
+    budget = _method(q.budget)
+    health = _method(q.health)
+    openapi = _method(q.openapi)
+
+    def iter_sessions(self, *, page: int = 100) -> Iterator[m.SessionSummary]:
+        """Every session, oldest first, following the pages' cursors."""
+        after: str | None = None
+        while True:
+            answer = self.list_sessions(limit=page, after=after)
+            yield from answer.sessions
+            if answer.next is None:
+                return
+            after = answer.next
+
+    def iter_events(
+        self, session_id: str, *, after: int = 0, page: int = 1000
+    ) -> Iterator[m.StoredEvent]:
+        """A session's events after ``after``, oldest first, following ``next``."""
+        cursor: int | None = after
+        while cursor is not None:
+            answer = self.events(session_id, after=cursor, limit=page)
+            yield from answer.events
+            cursor = answer.next
+
+    def stream(
+        self, session_id: str, *, once: bool = False, interval: float | None = None
+    ) -> Iterator[m.StreamEvent]:
+        """``/stream`` as events (``api.client.event_data(e)`` is its JSON payload)."""
+        request = q.stream(session_id, once=once, interval=interval)
+        with self._http.stream(
+            "GET",
+            request.path,
+            params=request.params,
+            headers={**self._headers, "Accept": "text/event-stream"},
+        ) as response:
+            if response.status_code >= 400:
+                response.read()
+                parse(request, response)
+            parser = SSEParser()
+            for line in response.iter_lines():
+                event = parser.feed(line)
+                if event is not None:
+                    yield event

@@ -1,0 +1,73 @@
+"""What both clients share besides the routes: headers, errors, parsing, SSE lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from api import responses as m
+from api.client.errors import error_for
+from api.client.request import Request
+
+T = TypeVar("T", bound=BaseModel)
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def base_headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    headers = {"Accept": "application/json", **(extra or {})}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def call_headers(request: Request[Any]) -> dict[str, str]:
+    return {"Idempotency-Key": request.idempotency_key} if request.idempotency_key else {}
+
+
+def parse(request: Request[T], response: httpx.Response) -> T:
+    """The response as the route's model, or the API's error as an exception."""
+    if response.status_code >= 400:
+        try:
+            body: Any = response.json()
+        except ValueError:
+            body = response.text
+        raise error_for(response.status_code, body, response.headers.get("Retry-After"))
+    return request.model.model_validate(response.json())
+
+
+class SSEParser:
+    """Server-sent event lines in, ``StreamEvent``s out (comments are keep-alives)."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, str] = {}
+        self.data: list[str] = []
+
+    def feed(self, line: str) -> m.StreamEvent | None:
+        if line == "":
+            if not self.data and "event" not in self.fields:
+                return None
+            event = m.StreamEvent(
+                event=self.fields.get("event", "message"),  # type: ignore[arg-type]
+                data="\n".join(self.data),
+                id=self.fields.get("id"),
+            )
+            self.fields, self.data = {}, []
+            return event
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "data":
+            self.data.append(value)
+        else:
+            self.fields[name] = value
+        return None
+
+
+def event_data(event: m.StreamEvent) -> Any:
+    """An event's JSON payload."""
+    return json.loads(event.data)

@@ -1,0 +1,134 @@
+"""The Python client (``api.client``): every route, typed answers, errors, headers, async."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from api import responses as m
+from api.client import AsyncClient, Client, Conflict, InvalidRequest, NotFound, event_data
+from api.client import commands as c
+from api.client import queries as q
+
+
+@pytest.fixture
+def sent(client: TestClient) -> list[httpx.Request]:
+    """Every request the client sends, as it went over the wire."""
+    seen: list[httpx.Request] = []
+    client.event_hooks["request"].append(seen.append)
+    return seen
+
+
+def test_every_route_through_the_client(client: TestClient, sent: list[httpx.Request]) -> None:
+    ctx = Client(http=client, api_key="k-123")
+    sid = ctx.start_session("client", "openai:gpt-4o", idempotency_key="start-1").session_id
+    assert sent[-1].headers["authorization"] == "Bearer k-123"
+    assert sent[-1].headers["idempotency-key"] == "start-1"
+    u = ctx.append_node(sid, "user", input="Read x.py", node_id="cu 1?#").node_id
+    assert u == "cu 1?#" and ctx.get_session(sid).head == u  # quoted as one path segment
+    batch = ctx.append_nodes(sid, [
+        {"role": "assistant", "output": "reading", "node_id": "ca1"},
+        {"role": "tool", "name": "read_file", "input": {"path": "x.py"}, "output": "x = 1",
+         "node_id": "ct1"},
+    ])  # fmt: skip
+    assert isinstance(batch, m.BatchAppended) and batch.node_ids == ["ca1", "ct1"]
+    assert "idempotency-key" not in sent[-1].headers
+    retry = ctx.retry(sid, "ca1", output="reading again", node_id="ca1b")
+    assert (retry.kind, retry.sibling_of) == ("retry", "ca1")
+    assert ctx.edit(sid, "ca1", output="other").kind == "edit"
+    assert ctx.checkout(sid, "ct1", expected_version=retry.version + 1).head == "ct1"
+    assert ctx.pin(sid, u).pinned and not ctx.unpin(sid, u).pinned
+    other = ctx.start_session("other").session_id
+    ctx.append_node(other, "user", input="side", node_id="co1")
+    assert ctx.attach(sid, other).node_id
+    ctx.append_node(sid, "assistant", output="after attach", node_id="ca2")
+    assert ctx.merge(sid, [{"node_id": "ca1b"}]).node_id
+    usage = ctx.record_usage(
+        sid,
+        "r1",
+        usage={
+            "prompt_tokens": 90,
+            "completion_tokens": 5,
+            "prompt_tokens_details": {"cached_tokens": 64},
+        },
+    )
+    assert usage.total_used == 90 and ctx.occupancy(sid).total_used == 90
+    assert ctx.start_run(sid, run_id="run-1").run_id == "run-1"
+    assert ctx.finish_run(sid, status="failed").status == "failed"
+    assert ctx.switch_model(sid, "local:tiny", context_window=4096).context_window == 4096
+    branch = ctx.branch(sid, "ca1", title="alt")
+    assert branch.branched_from.node_id == "ca1"
+    head = ctx.context(sid)
+    assert isinstance(head, m.Commit) and ctx.commit(sid, head.id) == head
+    rendered = ctx.render(sid, shape="anthropic")
+    assert rendered.commit_id == head.id and rendered.version == ctx.get_session(sid).version
+    assert [n.node_id for n in ctx.nodes(sid, head="ct1").nodes] == [u, "ca1", "ct1"]
+    assert ctx.dag(sid).head == ctx.get_session(sid).head
+    assert ctx.timeline(sid).commits and ctx.explain(sid, "ct1").node_id == "ct1"
+    assert ctx.budget(sid).window == 4096 and ctx.health().status == "ok"
+    assert "/sessions/{sid}/nodes/batch" in ctx.openapi().paths
+    assert {s.session_id for s in ctx.iter_sessions(page=1)} == {sid, other, branch.session_id}
+    events = list(ctx.iter_events(sid, page=3))
+    assert [e.seq for e in events] == list(range(1, ctx.get_session(sid).version + 1))
+    frames = list(ctx.stream(sid, once=True))
+    assert [f.event for f in frames] == ["occupancy", "timeline"]
+    assert event_data(frames[0])["session_id"] == sid
+    with pytest.raises(InvalidRequest) as bad:
+        ctx.compact(sid, expected_version="x")  # type: ignore[arg-type]
+    assert bad.value.code == "invalid_request"
+
+
+def test_refusals_raise_with_the_apis_code(client: TestClient) -> None:
+    ctx = Client(http=client)
+    sid = ctx.start_session().session_id
+    with pytest.raises(NotFound) as missing:
+        ctx.get_session("00000000-0000-0000-0000-000000000009")
+    assert missing.value.code == "session_not_found" and missing.value.status == 404
+    ctx.append_node(sid, "user", input="hi", node_id="ru1")
+    with pytest.raises(Conflict) as stale:
+        ctx.append_node(sid, "assistant", output="x", expected_version=1)
+    assert stale.value.code == "stale_version" and stale.value.details["actual"] == 2
+    with pytest.raises(InvalidRequest) as edge:
+        ctx.append_node(sid, "tool", caller="ru1")
+    assert edge.value.code == "invalid_edge"
+    with pytest.raises(NotFound):
+        list(ctx.stream("00000000-0000-0000-0000-000000000009", once=True))
+
+
+def test_the_async_client_has_the_same_methods(runtime: Any) -> None:
+    sync = {n: getattr(Client, n) for n in dir(Client) if not n.startswith("_")}
+    aio = {n: getattr(AsyncClient, n) for n in dir(AsyncClient) if not n.startswith("_")}
+    assert set(sync) - {"close"} == set(aio) - {"aclose"}
+    for fn in c.__dict__.values():
+        if (
+            inspect.isfunction(fn)
+            and not fn.__name__.startswith("_")
+            and fn.__module__ == c.__name__
+        ):
+            assert sync[fn.__name__].__wrapped__ is fn is aio[fn.__name__].__wrapped__
+    for fn in (q.get_session, q.render, q.events):
+        assert sync[fn.__name__].__wrapped__ is fn is aio[fn.__name__].__wrapped__
+
+    from api.app import create_app
+
+    async def drive() -> None:
+        transport = httpx.ASGITransport(app=create_app(runtime))
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+            ctx = AsyncClient(http=http, api_key="k")
+            sid = (await ctx.start_session("async")).session_id
+            await ctx.append_nodes(sid, [{"role": "user", "input": "hi"},
+                                         {"role": "assistant", "output": "hello"}])  # fmt: skip
+            assert (await ctx.render(sid, shape="openai")).request["messages"]
+            assert [e.seq async for e in ctx.iter_events(sid, page=1)] == [1, 2, 3]
+            assert [s.session_id async for s in ctx.iter_sessions()] == [sid]
+            frames = [f.event async for f in ctx.stream(sid, once=True)]
+            assert frames == ["occupancy", "timeline"]
+            with pytest.raises(NotFound):
+                await ctx.checkout(sid, "nope")
+
+    asyncio.run(drive())
