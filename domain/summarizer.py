@@ -86,6 +86,10 @@ class ExtractiveSummarizer:
             role = str(item.get("role") or "item")
             counts[role] = counts.get(role, 0) + 1
             rendered = item.get("rendered")
+            if role == "summary":  # a summary being folded again: its own lines carry on
+                lines.extend(line for line in str(rendered or "").splitlines()
+                             if line.startswith("- "))  # fmt: skip
+                continue
             if role == "tool":
                 line = _first_line(rendered)
                 tool = str(item.get("name") or "tool")
@@ -103,17 +107,24 @@ class ExtractiveSummarizer:
 
 
 def _cap(lines: list[str], max_chars: int) -> str:
-    """Join whole lines up to ``max_chars``; say how many were left out."""
+    """The header and the latest whole lines up to ``max_chars``; say how many went.
+
+    The latest, because a summary that folds an earlier summary lists that
+    one's lines first: keeping the first lines would keep the oldest forever
+    and never take in anything new.
+    """
     text = "\n".join(lines)
     if len(text) <= max_chars:
         return text
-    kept = [lines[0]]
-    for i, line in enumerate(lines[1:], start=1):
-        marker = f"\n[... {len(lines) - i - 1} more]"
-        if len("\n".join([*kept, line])) + len(marker) > max_chars:
+    header, body = lines[0], lines[1:]
+    kept: list[str] = []
+    for line in reversed(body):
+        marker = f"[... {len(body) - len(kept) - 1} earlier]"
+        if len("\n".join([header, marker, line, *kept])) > max_chars:
             break
-        kept.append(line)
-    return ("\n".join(kept) + f"\n[... {len(lines) - len(kept)} more]")[:max_chars]
+        kept.insert(0, line)
+    marker = f"[... {len(body) - len(kept)} earlier]"
+    return "\n".join([header, marker, *kept])[:max_chars]
 
 
 def _clip(text: str, limit: int = MAX_LINE_CHARS) -> str:

@@ -149,6 +149,10 @@ def merge_peers(projector: Projector, ctx: WorkingContext, peer_commits: list[st
                                                   and i.item_id in wanted
                                                   and i.item_id not in ctx.items}  # fmt: skip
             chosen = [i for i in items if i.item_id in keep]
+            # a block whose every item is held here already brings nothing:
+            # not even its open and close markers
+            staged = {i.attached_from for i in chosen if i.role != "marker"}
+            chosen = [i for i in chosen if i.role != "marker" or i.attached_from in staged]
         for item in chosen:
             if item.attached_from:  # a source the base (or an earlier peer) staged: once
                 owner = owners.setdefault(item.attached_from, _expansion(item))

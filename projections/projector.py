@@ -98,9 +98,13 @@ class Projector:
         if commit_id is None:
             return WorkingContext(policy)
         ctx = self.contexts.pop(commit_id, None)
+        if ctx is not None and ctx.policy != policy:
+            # Another policy (a restart with other settings, another rules
+            # generation) may make other items agable: index the items again,
+            # as a cold process would, so both age the same ones.
+            ctx = WorkingContext.from_items(policy, [item.copy() for item in ctx.ordered()])
         if ctx is None:
             ctx = WorkingContext.from_items(policy, self.items_of(commit_id))
-        ctx.policy = policy
         return ctx
 
     def _keep(self, commit_id: str, ctx: WorkingContext) -> None:

@@ -179,12 +179,12 @@ class Runtime:
                 owner = session.session_id if commit_id else ""
                 commit = q.load_commit(projector, self.store, owner, cid)
                 policy = self.processor.policy_of(commit.rules_version)
-                over = projector.commits[cid].over_window
+                fit = q.window_fit(projector, session, self.processor.policy_of, cid)
                 self._rendered[key] = {
                     "session_id": session.session_id, "commit_id": cid,
                     "head_node_id": commit.head_node_id, "version": session.version,
-                    "shape": shape, "over_window": bool(over),
-                    "shortfall": over["shortfall"] if over else 0,
+                    "shape": shape, "over_window": fit["over_window"],
+                    "shortfall": fit["shortfall"],
                     "request": render_shape(commit, shape, session.model, cache,
                                             policy.drop_summarized_tools),
                 }  # fmt: skip

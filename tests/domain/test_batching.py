@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from domain.budget import Budget
 from domain.context import Item
+from domain.pipeline import sync_pins
 from domain.policy import Policy
 from domain.rules.batching import run_batched_rules
 from domain.rules.dedup import dedup_result
@@ -127,6 +128,34 @@ def test_a_repeated_result_refers_to_the_first_until_the_first_ages() -> None:
 
 def first_text(item: Item) -> str:
     return "same file\n" * 40
+
+
+def test_when_the_first_copy_ages_the_next_full_copy_is_referred_to() -> None:
+    """Warm and cold contexts must pick the same original (a cold one indexes all copies)."""
+    b = Builder(Policy(batch_trigger=0.0, clear_at_least=0))
+    b.add("assistant", "reads three times")
+    first = b.tool(result="same file\n" * 40)
+    second = b.tool(result="same file\n" * 40)
+    b.ctx.set_locked(second, True)  # pinned as it came: no reference, a second full copy
+    b.ctx.rewrite(first, "[tool result: stub]", first.call)  # aging the first
+    third = b.tool(result="same file\n" * 40)
+    dedup_result(b.ctx, third)
+    assert third.dedup_of == second.item_id
+    cold = WorkingContext.from_items(b.ctx.policy, [i.copy() for i in b.ctx.ordered()])
+    assert cold.result_holder(second) == b.ctx.result_holder(second) == second.item_id
+
+
+def test_a_pin_keeps_the_result_not_the_reference() -> None:
+    b = Builder(Policy(batch_trigger=0.0, clear_at_least=0))
+    b.add("assistant", "reads twice")
+    first = b.tool(result="same file\n" * 40)
+    again = b.tool(result="same file\n" * 40)
+    dedup_result(b.ctx, again)
+    sync_pins(b.ctx, {again.item_id})
+    assert again.locked and again.dedup_of is None and again.rendered == first_text(again)
+    assert b.ctx.transitions[-1].rule == "pin"
+    b.ctx.rewrite(first, "[tool result: stub]", first.call)  # aging the first
+    assert again.rendered == first_text(again)  # the pinned item is not touched
 
 
 def test_short_results_and_a_switched_off_policy_are_left_alone() -> None:
