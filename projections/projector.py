@@ -133,7 +133,7 @@ class Projector:
             session.version = info.seq
             session.notification_id = notification_id
             self._changed(session)
-            handler = HANDLERS.get(type(event).__name__)
+            handler = HANDLERS.get(type(event))
             if handler is not None:
                 handler(self, event, info, session)
         self.position = notification_id
@@ -378,18 +378,20 @@ def meta_of(row: dict[str, Any]) -> CommitMeta:
     )  # fmt: skip
 
 
-HANDLERS: dict[str, Callable[[Projector, Any, EventInfo, SessionRow], None]] = {
-    "NodeAppended": Projector.on_node,
-    "HeadMoved": Projector.on_head_moved,
-    "AgentRunStarted": Projector.on_run,
-    "AgentRunFinished": Projector.on_run,
-    "ModelSwitched": Projector.on_model,
-    "NodePinned": Projector.on_pin,
-    "NodeUnpinned": Projector.on_pin,
-    "AttachStaged": Projector.on_attach,
-    "MergeCompleted": Projector.on_merge,
-    "UsageMeasured": Projector.on_usage,
-    "SummaryRecorded": Projector.on_summary,
-    "CompactionConfigured": Projector.on_compaction,
-    "ToolsDeclared": Projector.on_tools,
+# Keyed by the event class itself: a renamed or mistyped class is an import
+# error, not an event the projection silently skips.
+HANDLERS: dict[type, Callable[[Projector, Any, EventInfo, SessionRow], None]] = {
+    ev.NodeAppended: Projector.on_node,
+    ev.HeadMoved: Projector.on_head_moved,
+    ev.AgentRunStarted: Projector.on_run,
+    ev.AgentRunFinished: Projector.on_run,
+    ev.ModelSwitched: Projector.on_model,
+    ev.NodePinned: Projector.on_pin,
+    ev.NodeUnpinned: Projector.on_pin,
+    ev.AttachStaged: Projector.on_attach,
+    ev.MergeCompleted: Projector.on_merge,
+    ev.UsageMeasured: Projector.on_usage,
+    ev.SummaryRecorded: Projector.on_summary,
+    ev.CompactionConfigured: Projector.on_compaction,
+    ev.ToolsDeclared: Projector.on_tools,
 }
