@@ -18,7 +18,7 @@ from domain import errors
 from domain.application import CtxStore
 from domain.policy import Policy
 from domain.render import render_shape
-from domain.store_config import database_url
+from domain.store_config import database_url, working_set_budget
 from domain.summarizer import Summarizer, for_session, summarizer_from_env
 from domain.tokens import check_tokenizer
 from projections import queries as q
@@ -46,7 +46,10 @@ class Runtime:
         policy: Policy | None = None,
         auto_compact: bool = True,
         migrate: bool = True,
+        working_set: int | None = None,
     ) -> None:
+        """``working_set``: nodes a process holds in memory before it lets the least
+        recently used sessions go (``CTXSTORE_WORKING_SET``; 0 holds the whole store)."""
         check_tokenizer()
         self.url = url or database_url()
         if migrate:
@@ -54,7 +57,8 @@ class Runtime:
         self.app = CtxStore(url=self.url)
         self.store = ProjectionStore(self.url)
         self.policy = policy or Policy.from_env()
-        self.processor = Processor(self.app, self.store, self.policy)
+        budget = working_set_budget() if working_set is None else working_set
+        self.processor = Processor(self.app, self.store, self.policy, budget or None)
         self.summarizer = summarizer or summarizer_from_env()
         self.auto_catch_up = auto_catch_up
         self.auto_compact = auto_compact
@@ -118,8 +122,11 @@ class Runtime:
                 self.processor.catch_up()
         if self.processor.projector is None:
             self.processor.catch_up()
-        assert self.processor.projector is not None
-        return self.processor.projector
+        projector = self.processor.projector
+        assert projector is not None
+        if projector.working is not None:
+            projector.working.trim()  # what the last query brought in may go now
+        return projector
 
     def _latest_commit_of(self, session_id: str, node_id: str) -> str | None:
         with self._lock:

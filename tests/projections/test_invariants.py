@@ -196,7 +196,7 @@ POLICY = Policy(tail_turns=2, result_cap=2_000)
 
 
 def run_session(url: str, steps: list[Step], note: Callable[[str], None] = print) -> Driver:
-    rt = Runtime(url, policy=POLICY)
+    rt = Runtime(url, policy=POLICY, working_set=3)  # sessions come and go between steps
     driver = Driver(rt)
     checker = Checker(driver)
     try:
