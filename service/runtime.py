@@ -60,8 +60,10 @@ class Runtime:
         check_tokenizer()
         self.url = url or database_url()
         if migrate:
-            upgrade(self.url)
-        self.app = CtxStore(url=self.url)
+            upgrade(self.url)  # every table, under a lock all processes share
+        # Created above, under that lock: creating them again here, unlocked, raced
+        # with other workers starting (PostgreSQL: "tuple concurrently updated").
+        self.app = CtxStore(url=self.url, env={"CREATE_TABLE": "n"} if migrate else None)
         self.store = ProjectionStore(self.url)
         self.policy = policy or Policy.from_env()
         self.processor = Processor(self.app, self.store, self.policy)
