@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -22,6 +23,7 @@ from domain.idempotency import Pending, check_key
 from service.runtime import Runtime
 
 HEADER = "idempotency-key"
+log = logging.getLogger("ctxstore.api")
 
 
 def fingerprint(method: str, path: str, body: bytes) -> str:
@@ -52,8 +54,11 @@ def idempotent(handler: Handler) -> Handler:
         request.state.idempotency = pending
         response = await handler(request)
         if 200 <= response.status_code < 300:
-            await run_in_threadpool(runtime.record_answer, pending, response.status_code,
-                                    bytes(response.body).decode())  # fmt: skip
+            try:
+                await run_in_threadpool(runtime.record_answer, pending, response.status_code,
+                                        bytes(response.body).decode())  # fmt: skip
+            except Exception:  # the command is stored; a retry rebuilds the answer from its claim
+                log.warning("could not record the answer for an idempotency key", exc_info=True)
         return response
 
     return with_key
