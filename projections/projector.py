@@ -16,6 +16,7 @@ from typing import Any
 
 from domain import events as ev
 from domain.context import Item, Natural
+from domain.idempotency import IdempotencyClaim
 from domain.node_claim import NodeClaim
 from domain.policy import Policy
 from domain.working_context import WorkingContext
@@ -146,7 +147,7 @@ class Projector:
     # --------------------------------------------------------------- apply
 
     def apply(self, event: Any, notification_id: int) -> None:
-        if isinstance(event, NodeClaim.Event):  # the write side's id index: nothing to show
+        if isinstance(event, NodeClaim.Event | IdempotencyClaim.Event):  # write-side indexes
             self.position = notification_id
             return
         info = EventInfo(
