@@ -21,6 +21,7 @@ from pydantic import (
 )
 from starlette.requests import Request
 
+from api import limits
 from api.errors import MalformedJSON
 from projections.session_queries import decode_cursor
 
@@ -248,7 +249,8 @@ class RenderQuery(Query):
 
 class StreamQuery(Query):
     once: bool = Field(False, description="send the current state, then close")
-    interval: float = Field(0.25, ge=0.05, le=10, description="seconds between polls")
+    interval: float = Field(0.25, ge=0.05, le=10,
+                            description="least seconds between two change frames")  # fmt: skip
 
 
 class EmptyQuery(Query):
@@ -268,13 +270,16 @@ async def parse_body(request: Request, model: type[M]) -> M:
     raw = await request.body()
     if not raw.strip():
         raw = b"{}"
+    limits.check_json(request, raw)
     try:
-        return model.model_validate_json(raw)
+        body = model.model_validate_json(raw)
     except ValidationError as exc:
         bad = [e for e in exc.errors(include_url=False) if e["type"] == "json_invalid"]
         if bad:
             raise MalformedJSON(f"request body is not valid JSON: {bad[0]['msg']}") from None
         raise
+    limits.check_content(request, body)
+    return body
 
 
 def parse_query(request: Request, model: type[M]) -> M:
