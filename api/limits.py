@@ -166,10 +166,9 @@ _NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
 
 
 def json_depth(raw: bytes) -> int:
-    """How deeply ``raw`` nests arrays and objects, at C speed (a quarter second at worst
-    for 8 MB of brackets): escapes and then strings are cut out, and the rest is a walk
-    of +1 and -1 steps."""
-    unescaped = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    """How deeply ``raw`` nests arrays and objects, at C speed: escapes and then strings
+    are cut out, and the rest is a walk of +1 and -1 steps (60 ms for 8 MB at worst)."""
+    unescaped = raw.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in raw else raw
     outside_strings = b"".join(unescaped.split(b'"')[::2])
     steps = array("b", outside_strings.translate(_STEPS, _NOT_BRACKETS))
     return max(accumulate(steps), default=0)
@@ -183,21 +182,31 @@ def _limits(request: Request) -> Limits:
 def check_json(request: Request, raw: bytes) -> None:
     """Refuse a body nested deeper than the limit, before it is parsed."""
     limit = _limits(request).max_json_depth
-    if json_depth(raw) > limit:
+    # Cannot nest deeper than it has brackets: most bodies never need the walk.
+    if raw.count(b"[") + raw.count(b"{") > limit and json_depth(raw) > limit:
         raise RequestRefused(400, "json_too_deep",
                              f"the body nests arrays/objects deeper than {limit}",
                              limit=limit)  # fmt: skip
 
 
+def _size(value: Any) -> int:
+    """UTF-8 bytes of a text, else of the value as JSON (a text is measured without
+    serialising it: megabytes of escaping would hold the GIL for tens of ms)."""
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
 def check_content(request: Request, body: BaseModel) -> None:
-    """Refuse a node whose content (input, output, metadata as JSON) is over the limit."""
+    """Refuse a node whose content (input, output and metadata) is over the limit."""
     limit = _limits(request).max_node_bytes
     nodes = getattr(body, "nodes", None)
     for index, node in enumerate(nodes if isinstance(nodes, list) else [body]):
         if not any(hasattr(node, field) for field in ("input", "output")):
             continue
-        content = [getattr(node, f, None) for f in ("input", "output", "metadata")]
-        size = len(json.dumps(content, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        size = sum(_size(getattr(node, f, None)) for f in ("input", "output", "metadata"))
         if size > limit:
             where = "" if nodes is None else f"nodes[{index}]: "
             details = {"limit": limit, "size": size, **({} if nodes is None else {"index": index})}

@@ -19,6 +19,7 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from api import limits
@@ -265,9 +266,20 @@ BODIES: dict[str, type[BaseModel]] = {
 }  # fmt: skip
 
 
+# Parsing megabytes takes tens of milliseconds: off the event loop, where it would stall
+# every other request; a small body is parsed in place (a thread hop costs more).
+PARSE_IN_THREAD_BYTES = 64 * 1024
+
+
 async def parse_body(request: Request, model: type[M]) -> M:
     """The body as ``model``; an empty body counts as ``{}``."""
     raw = await request.body()
+    if len(raw) > PARSE_IN_THREAD_BYTES:
+        return await run_in_threadpool(_parse, request, raw, model)
+    return _parse(request, raw, model)
+
+
+def _parse(request: Request, raw: bytes, model: type[M]) -> M:
     if not raw.strip():
         raw = b"{}"
     limits.check_json(request, raw)
