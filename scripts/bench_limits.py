@@ -40,6 +40,8 @@ from api.limits import Limits
 from scripts.bench_api import free_port, start_server, stop_server, wait_healthy
 
 MB = 1024 * 1024
+TIMEOUT = 120  # seconds: a request unanswered by then means the server is stalled
+JSON = {"content-type": "application/json"}
 RSS_TARGET_MB = 50
 P99_TARGET_RATIO = 2.0
 WORDS = "the quick brown fox jumps over a lazy dog while tokens pile up in context".split()
@@ -91,11 +93,19 @@ def p99(latencies: list[float]) -> float:
     return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)] * 1000 if ordered else math.nan
 
 
+STALLED = 0  # the status recorded for a request that got no answer within the timeout
+
+
 def appends(http: httpx.Client, sid: str, count: int) -> list[float]:
-    out = []
+    """Latencies of ``count`` small appends; one that times out is infinite, and the
+    last (the server is stalled: see the report)."""
+    out: list[float] = []
     for i in range(count):
         started = time.perf_counter()
-        r = http.post(f"/sessions/{sid}/nodes", json={"role": "user", "output": f"q {i}"})
+        try:
+            r = http.post(f"/sessions/{sid}/nodes", json={"role": "user", "output": f"q {i}"})
+        except httpx.TimeoutException:
+            return [*out, math.inf]
         out.append(time.perf_counter() - started)
         r.raise_for_status()
     return out
@@ -108,10 +118,14 @@ def under_load(base: str, path: str, body: bytes, http: httpx.Client, sid: str,
     stop, big = threading.Event(), []
 
     def post_big() -> None:
-        with httpx.Client(base_url=base, timeout=600) as other:
+        with httpx.Client(base_url=base, timeout=TIMEOUT) as other:
             while not stop.is_set():
                 started = time.perf_counter()
-                r = other.post(path, content=body, headers={"content-type": "application/json"})
+                try:
+                    r = other.post(path, content=body, headers=JSON)
+                except httpx.TimeoutException:
+                    big.append((STALLED, time.perf_counter() - started))
+                    return
                 big.append((r.status_code, time.perf_counter() - started))
 
     thread = threading.Thread(target=post_big)
@@ -124,6 +138,11 @@ def under_load(base: str, path: str, body: bytes, http: httpx.Client, sid: str,
         thread.join()
 
 
+def stalled(run: tuple[list[float], list[tuple[int, float]]]) -> bool:
+    latencies, big = run
+    return math.inf in latencies or any(status == STALLED for status, _ in big)
+
+
 def bench(url: str, count: int) -> dict[str, Any]:
     limits = Limits.from_env()
     port = free_port()
@@ -131,7 +150,7 @@ def bench(url: str, count: int) -> dict[str, Any]:
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base, proc)
-        with httpx.Client(base_url=base, timeout=600) as http:
+        with httpx.Client(base_url=base, timeout=TIMEOUT) as http:
             a, b = (http.post("/sessions", json={"title": t}).json()["session_id"] for t in "ab")
             appends(http, b, 20)  # warm up
             huge = {}
@@ -146,7 +165,7 @@ def bench(url: str, count: int) -> dict[str, Any]:
             # then refused by the runtime, which is what the HTTP edge alone costs.
             stored = under_load(base, f"/sessions/{a}/nodes/batch", body, http, b, count)
             nowhere = f"/sessions/{'0' * 8}-0000-0000-0000-{'0' * 12}/nodes/batch"
-            parsed = under_load(base, nowhere, body, http, b, count)
+            parsed = None if stalled(stored) else under_load(base, nowhere, body, http, b, count)
             return {"huge": huge, "baseline": baseline, "stored": stored, "parsed": parsed,
                     "body_mb": len(body) / MB}  # fmt: skip
     finally:
@@ -163,12 +182,17 @@ def report(name: str, r: dict[str, Any]) -> None:
     base = p99(r["baseline"])
     print(f"append p99, another session, alone: {base:.1f} ms")
     for key, what in (("stored", "stored"), ("parsed", "parsed, then refused (no session)")):
+        if r[key] is None:
+            print(f"  (not run: the server is stalled) while bodies were {what}")
+            continue
         latencies, big = r[key]
         loaded = p99(latencies)
         ratio = loaded / base
         statuses = sorted({status for status, _ in big})
         seconds = sum(t for _, t in big) / max(1, len(big))
         verdict = "ok" if ratio <= P99_TARGET_RATIO else "OVER"
+        if stalled(r[key]):
+            verdict += f"; the server STALLED: a request got no answer in {TIMEOUT} s"
         print(f"  while {len(big)} bodies of {r['body_mb']:.1f} MB were {what} "
               f"({statuses}, {seconds:.2f} s each): {loaded:.1f} ms = {ratio:.1f}x "
               f"[target <= {P99_TARGET_RATIO:g}x: {verdict}]")  # fmt: skip
