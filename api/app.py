@@ -12,11 +12,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from api import errors, openapi, responses, routes_commands, routes_queries, routes_ui, sse
+from api.browser_safety import BrowserSafety
+from api.browser_safety import middleware as browser_middleware
+from api.client_slots import ClientConcurrency, request_slots, stream_slots
+from api.limits import HANDLERS as LIMIT_HANDLERS
+from api.limits import BodyLimits, Limits
+from api.stream_watcher import StreamWatcher
 from service.runtime import Runtime
 
 
@@ -34,8 +41,16 @@ ENDPOINTS = [
 ]
 
 
-def create_app(runtime: Runtime | None = None) -> Starlette:
+def create_app(
+    runtime: Runtime | None = None,
+    *,
+    limits: Limits | None = None,
+    browser: BrowserSafety | None = None,
+) -> Starlette:
+    """Settings left out are read from the environment (README, *Configuration*)."""
     owned = runtime is None
+    limits = limits or Limits.from_env()
+    browser = browser or BrowserSafety.from_env()
     if runtime is None:
         runtime = Runtime(os.environ.get("CTXSTORE_DATABASE_URL"))
 
@@ -47,12 +62,24 @@ def create_app(runtime: Runtime | None = None) -> Starlette:
             if owned:
                 runtime.close()
 
+    routes = [Route(ep.path, ep.handler, methods=[ep.method]) for ep in ENDPOINTS]
+    routes += routes_ui.ROUTES
     app = Starlette(
-        routes=[Route(ep.path, ep.handler, methods=[ep.method]) for ep in ENDPOINTS]
-        + routes_ui.ROUTES,
-        exception_handlers=errors.HANDLERS,
+        routes=routes,
+        exception_handlers={**errors.HANDLERS, **LIMIT_HANDLERS},
+        # Outermost first: refuse a foreign Host, answer CORS preflights, hold non-JSON
+        # commands (browser_safety); then count the client's requests (an authentication
+        # middleware belongs before this, so the count is per key) and bound its body.
+        middleware=[
+            *browser_middleware(browser, routes),
+            Middleware(ClientConcurrency, slots=request_slots(limits.max_requests_per_client)),
+            Middleware(BodyLimits, limits=limits),
+        ],
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    app.state.limits = limits
+    app.state.stream_slots = stream_slots(limits.max_streams_per_client)
+    app.state.stream_watcher = StreamWatcher(runtime, limits.stream_poll)
     app.state.openapi = openapi.document(ENDPOINTS)
     return app

@@ -52,10 +52,14 @@ ERROR_SCHEMA = {
 }
 
 ERROR_TEXT = {
-    400: "malformed_json: the body is not JSON",
+    400: "malformed_json (the body is not JSON), json_too_deep, or bad_host (Host not allowed)",
+    408: "request_timeout: the body did not arrive within the read timeout",
+    413: "body_too_large, or content_too_large (a node over the node limit)",
+    415: "unsupported_media_type: a command without Content-Type: application/json",
     404: "session_not_found, node_not_found or not_found",
     409: "stale_version, agent_running, duplicate_node, ...",
     422: "invalid_request (schema) or a domain refusal (invalid_command, invalid_edge, ...)",
+    429: "too_many_requests or too_many_streams for this client (Retry-After)",
     502: "summarizer_failed",
     503: "database_unavailable: the database is busy or unreachable (Retry-After)",
 }
@@ -139,11 +143,12 @@ def _operation(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
             "required": True,
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
         }
-    codes = set(ep.errors) | {503}  # any route may find the database locked
+    # Any route may find the database locked, a Host not allowed, or its client over its limit.
+    codes = set(ep.errors) | {400, 429, 503}
     if params and params[0]["in"] == "path":
         codes.add(404)
     if ep.body is not None:
-        codes |= {400, 422}
+        codes |= {408, 413, 415, 422}
         if "expected_version" in ep.body.model_fields:
             codes.add(409)  # stale_version
     if ep.query is not None:

@@ -20,8 +20,10 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from api import limits
 from api.errors import DuplicateKey, MalformedJSON
 from projections.session_queries import decode_cursor
 
@@ -269,7 +271,8 @@ class RenderQuery(Query):
 
 class StreamQuery(Query):
     once: bool = Field(False, description="send the current state, then close")
-    interval: float = Field(0.25, ge=0.05, le=10, description="seconds between polls")
+    interval: float = Field(0.25, ge=0.05, le=10,
+                            description="least seconds between two change frames")  # fmt: skip
 
 
 class EmptyQuery(Query):
@@ -303,19 +306,33 @@ def check_unique_keys(raw: bytes) -> None:
         return  # not JSON, or too deep: the model's own parser says so
 
 
+# Parsing megabytes takes tens of milliseconds: off the event loop, where it would stall
+# every other request; a small body is parsed in place (a thread hop costs more).
+PARSE_IN_THREAD_BYTES = 64 * 1024
+
+
 async def parse_body(request: Request, model: type[M]) -> M:
     """The body as ``model``; an empty body counts as ``{}``."""
     raw = await request.body()
+    if len(raw) > PARSE_IN_THREAD_BYTES:
+        return await run_in_threadpool(_parse, request, raw, model)
+    return _parse(request, raw, model)
+
+
+def _parse(request: Request, raw: bytes, model: type[M]) -> M:
     if not raw.strip():
         raw = b"{}"
+    limits.check_json(request, raw)
     check_unique_keys(raw)
     try:
-        return model.model_validate_json(raw)
+        body = model.model_validate_json(raw)
     except ValidationError as exc:
         bad = [e for e in exc.errors(include_url=False) if e["type"] == "json_invalid"]
         if bad:
             raise MalformedJSON(f"request body is not valid JSON: {bad[0]['msg']}") from None
         raise
+    limits.check_content(request, body)
+    return body
 
 
 def parse_query(request: Request, model: type[M]) -> M:

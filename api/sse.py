@@ -1,15 +1,17 @@
 """Server-sent events: a session's occupancy and timeline, pushed as they change.
 
-The stream polls the projections' tracking position every ``interval``
-seconds (0.25 by default).  It opens with the session's whole state, as
-``event: occupancy`` and ``event: timeline``; ``?once=1`` sends that and
-closes.  When the position moves it sends the occupancy if it changed and,
-as ``event: timeline_append``, only the timeline entries of commits made
-since the last frame: commits never change, so a client appends them to
-what it has.  Resending the whole timeline on every change cost a
-10,000-commit session a query of every commit and megabytes per frame.
-Every blocking runtime call runs in the threadpool, and the loop ends as
-soon as the client goes away.
+The stream opens with the session's whole state, as ``event: occupancy`` and
+``event: timeline``; ``?once=1`` sends that and closes.  Then it waits,
+costing nothing, until the process's one ``StreamWatcher`` says its session
+changed; it then sends the occupancy if it changed and, as
+``event: timeline_append``, only the timeline entries of commits made since
+the last frame: commits never change, so a client appends them to what it
+has.  Resending the whole timeline on every change cost a 10,000-commit
+session a query of every commit and megabytes per frame.  ``interval`` is the
+least time between two change frames (a burst of writes goes out together).
+Every blocking runtime call runs in the threadpool, and the loop ends as soon
+as the client goes away.  Each client may hold a limited number of streams
+(``429`` with ``Retry-After`` past it).
 """
 
 from __future__ import annotations
@@ -17,17 +19,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from api import responses as r
 from api import schemas as s
+from api.client_slots import ClientSlots
 from api.openapi import Endpoint
+from api.principal import client_identity
+from api.stream_watcher import StreamWatcher
 from service.runtime import Runtime
 
 log = logging.getLogger("ctxstore.api")
@@ -56,7 +61,7 @@ def _state(runtime: Runtime, sid: str, after: int = 0) -> State:
 
 
 async def _frames(
-    request: Request, runtime: Runtime, sid: str, q: s.StreamQuery, first: State
+    runtime: Runtime, sid: str, q: s.StreamQuery, first: State, wake: asyncio.Event
 ) -> AsyncIterator[str]:
     position, occupancy, timeline, seen_upto = first
     sent_occupancy = occupancy
@@ -64,26 +69,24 @@ async def _frames(
     yield frame("timeline", {"session_id": sid, "commits": timeline}, position)
     if q.once:
         return
-    quiet_since = time.monotonic()
     try:
-        while not await request.is_disconnected():
-            await asyncio.sleep(q.interval)
-            now = await run_in_threadpool(runtime.position)
-            if now != position:
-                position, occupancy, added, seen_upto = await run_in_threadpool(
-                    _state, runtime, sid, seen_upto
-                )
-                if occupancy != sent_occupancy:
-                    sent_occupancy = occupancy
-                    yield frame("occupancy", occupancy, position)
-                    quiet_since = time.monotonic()
-                if added:
-                    yield frame("timeline_append", {"session_id": sid, "commits": added},
-                                position)  # fmt: skip
-                    quiet_since = time.monotonic()
-            if time.monotonic() - quiet_since > KEEPALIVE_SECONDS:
+        while True:
+            try:
+                async with asyncio.timeout(KEEPALIVE_SECONDS):
+                    await wake.wait()
+            except TimeoutError:
                 yield ": keep-alive\n\n"  # a comment: also how a dead peer is noticed
-                quiet_since = time.monotonic()
+                continue
+            wake.clear()
+            position, occupancy, added, seen_upto = await run_in_threadpool(
+                _state, runtime, sid, seen_upto
+            )
+            if occupancy != sent_occupancy:
+                sent_occupancy = occupancy
+                yield frame("occupancy", occupancy, position)
+            if added:
+                yield frame("timeline_append", {"session_id": sid, "commits": added}, position)
+            await asyncio.sleep(q.interval)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # the response has started: report in-band, then stop
@@ -91,17 +94,45 @@ async def _frames(
         yield frame("error", {"code": "internal", "message": type(exc).__name__})
 
 
+class _HeldStream(StreamingResponse):
+    """A stream that hands back its slot and subscription however it ends."""
+
+    def __init__(self, content: AsyncIterator[str], release: Callable[[], None]) -> None:
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        super().__init__(content, media_type="text/event-stream", headers=headers)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
+
+
 async def stream(request: Request) -> Response:
     sid = request.path_params["sid"]
     q = s.parse_query(request, s.StreamQuery)
     runtime: Runtime = request.app.state.runtime
-    # Loaded before the response starts, so an unknown session is a plain 404.
-    first = await run_in_threadpool(_state, runtime, sid)
-    return StreamingResponse(
-        _frames(request, runtime, sid, q, first),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    watcher: StreamWatcher = request.app.state.stream_watcher
+    slots: ClientSlots = request.app.state.stream_slots
+    client = client_identity(request.scope)
+    if not q.once and not slots.acquire(client):
+        return slots.refusal()
+    # Subscribed before the state is read, so no change slips in between.
+    wake = asyncio.Event() if q.once else watcher.subscribe(sid)
+
+    def release() -> None:
+        watcher.unsubscribe(sid, wake)
+        if not q.once:
+            slots.release(client)
+
+    try:
+        # Loaded before the response starts, so an unknown session is a plain 404.
+        first = await run_in_threadpool(_state, runtime, sid)
+    except BaseException:
+        release()
+        raise
+    return _HeldStream(_frames(runtime, sid, q, first, wake), release)
 
 
 ENDPOINTS = [

@@ -117,6 +117,15 @@ class ProjectionStore:
             ).scalar()
         return int(value or 0)
 
+    def sessions_changed_after(self, position: int) -> list[str]:
+        """The sessions whose last event the projections applied is after ``position``:
+        what a change at the tracking position touched, in one small query."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(t.sessions.c.session_id).where(t.sessions.c.notification_id > position)
+            )
+            return [str(row[0]) for row in rows]
+
     def write(self, conn: Connection, outbox: Outbox, position: int) -> None:
         self._insert(conn, t.nodes, outbox.nodes)
         self._insert(conn, t.sessions, [s.to_row() for s in outbox.new_sessions.values()])

@@ -36,6 +36,7 @@ from typing import Any
 from eventsourcing import persistence as es_persistence
 from sqlalchemy import exc as sa_exc
 
+from api.limits import Limits
 from domain.application import CtxStore
 from domain.errors import DomainError, InvalidCommand
 from domain.policy import InvalidPolicy, Policy
@@ -252,10 +253,29 @@ def _serve(url: str, host: str, port: int, workers: int) -> int:
 
     check_tokenizer()  # fail here, with the fix spelled out, not inside a worker
     Policy.from_env()  # likewise a bad CTXSTORE_POLICY
+    try:
+        Limits.from_env()  # and a bad limit
+    except ValueError as exc:
+        raise Failed("invalid_setting", str(exc)) from None
     _migrate(url)
     os.environ["CTXSTORE_DATABASE_URL"] = url  # uvicorn workers build the app from env
-    uvicorn.run("api.app:create_app", factory=True, host=host, port=port, workers=workers)
+    os.environ["CTXSTORE_BIND_HOST"] = host  # a Host header the server answers (api.browser_safety)
+    uvicorn.run("api.app:create_app", factory=True, host=host, port=port, workers=workers,
+                **uvicorn_limits())  # fmt: skip
     return 0
+
+
+def uvicorn_limits() -> dict[str, Any]:
+    """What uvicorn itself bounds: idle keep-alive connections are closed after 5 s, a
+    worker takes at most ``CTXSTORE_MAX_CONNECTIONS`` connections and requests at once
+    (503 past it), headers are at most 16 KB, and shutdown waits 10 s for open streams.
+    The body's size and read time are the app's (api.limits)."""
+    raw = os.environ.get("CTXSTORE_MAX_CONNECTIONS", "").strip() or "1000"
+    if not raw.isdigit() or int(raw) <= 0:
+        raise Failed("invalid_setting", f"CTXSTORE_MAX_CONNECTIONS={raw!r} is not a count")
+    return {"timeout_keep_alive": 5, "limit_concurrency": int(raw),
+            "h11_max_incomplete_event_size": 16 * 1024,
+            "timeout_graceful_shutdown": 10}  # fmt: skip
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -266,6 +266,26 @@ def test_a_bad_policy_stops_start_up_by_name(capsys: pytest.CaptureFixture[str],
     assert err.startswith("error: invalid_policy: policy summary_max_tokens must be")
 
 
+def test_serve_bounds_uvicorn_and_names_its_host(
+    capsys: pytest.CaptureFixture[str], db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle and excess connections are uvicorn's to bound; the bound host is one the app
+    answers (its Host check), and a bad limit stops start-up by name."""
+    import uvicorn
+
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: calls.append(kwargs))
+    monkeypatch.setenv("CTXSTORE_BIND_HOST", "")  # restored after: serve sets it
+    monkeypatch.setenv("CTXSTORE_DATABASE_URL", db)
+    assert run(capsys, "serve", "--db", db, "--host", "box.lan")[0] == 0
+    assert calls[0]["timeout_keep_alive"] == 5 and calls[0]["limit_concurrency"] == 1000
+    assert os.environ["CTXSTORE_BIND_HOST"] == "box.lan"
+    monkeypatch.setenv("CTXSTORE_MAX_BODY_BYTES", "lots")
+    status, _, err = run(capsys, "serve", "--db", db)
+    assert status == 2 and err.startswith("error: invalid_setting: CTXSTORE_MAX_BODY_BYTES=")
+    assert len(calls) == 1
+
+
 def test_worker_waits_out_a_busy_database_instead_of_exiting(
     capsys: pytest.CaptureFixture[str], db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,11 @@ from starlette.testclient import TestClient
 import service.runtime as runtime_module
 from api.app import create_app
 from tests.conftest import IMMEDIATE_POLICY_JSON, immediate_policy
+
+# A Host the app serves by default: TestClient's own "testserver" is not one of them.
+LOCAL = "http://localhost"
+# Commands must say their body is JSON (``json=`` does; raw ``content=`` needs this).
+JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture
@@ -31,7 +37,7 @@ def runtime(store_url: str) -> Iterator[Any]:
 
 @pytest.fixture
 def client(runtime: Any) -> Iterator[TestClient]:
-    with TestClient(create_app(runtime)) as c:
+    with TestClient(create_app(runtime), base_url=LOCAL) as c:
         yield c
 
 
@@ -44,13 +50,14 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def live_server(store_url: str) -> Iterator[str]:
-    """A real uvicorn process on a loopback port over the store; its base URL."""
+@contextmanager
+def serving(store_url: str, **env: str) -> Iterator[str]:
+    """A real uvicorn process on a loopback port over the store, with ``env`` on top;
+    its base URL."""
     port = _free_port()
     # Aging as soon as due, so a short session shows it (batching waits for a fuller window).
     env = dict(os.environ, CTXSTORE_DATABASE_URL=store_url, PYTHONPATH=str(ROOT),
-               CTXSTORE_POLICY=IMMEDIATE_POLICY_JSON)  # fmt: skip
+               CTXSTORE_POLICY=IMMEDIATE_POLICY_JSON, **env)  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory",
          "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
@@ -72,3 +79,10 @@ def live_server(store_url: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def live_server(store_url: str) -> Iterator[str]:
+    """A real uvicorn process on a loopback port over the store; its base URL."""
+    with serving(store_url) as base:
+        yield base

@@ -14,6 +14,7 @@ from api import responses as m
 from api.client import AsyncClient, Client, Conflict, InvalidRequest, NotFound, event_data
 from api.client import commands as c
 from api.client import queries as q
+from tests.api.conftest import LOCAL
 
 
 @pytest.fixture
@@ -118,7 +119,7 @@ def test_the_async_client_has_the_same_methods(runtime: Any) -> None:
 
     async def drive() -> None:
         transport = httpx.ASGITransport(app=create_app(runtime))
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        async with httpx.AsyncClient(transport=transport, base_url=LOCAL) as http:
             ctx = AsyncClient(http=http, api_key="k")
             sid = (await ctx.start_session("async")).session_id
             await ctx.append_nodes(sid, [{"role": "user", "input": "hi"},

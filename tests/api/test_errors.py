@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 import service.runtime as runtime_module
 from api.app import ENDPOINTS, create_app
 from domain.summarizer import OpenAICompatibleSummarizer
+from tests.api.conftest import JSON, LOCAL
 
 
 @pytest.fixture
@@ -70,7 +71,7 @@ def test_unexpected_exception_is_a_bare_500(runtime: Any) -> None:
         raise RuntimeError("secret at /etc/ctxstore/password")
 
     app.router.routes.append(Route("/boom", boom))
-    with TestClient(app, raise_server_exceptions=False) as c:
+    with TestClient(app, raise_server_exceptions=False, base_url=LOCAL) as c:
         r = c.get("/boom")
     err = error_of(r, 500, "internal")
     assert err["details"] == {}
@@ -87,7 +88,8 @@ def test_a_busy_database_is_a_retryable_503(runtime: Any, sid: str) -> None:
     original = runtime.timeline
     runtime.timeline = locked
     try:
-        with TestClient(create_app(runtime), raise_server_exceptions=False) as c:
+        with TestClient(create_app(runtime), raise_server_exceptions=False,
+                        base_url=LOCAL) as c:  # fmt: skip
             r = c.get(f"/sessions/{sid}/timeline")
     finally:
         runtime.timeline = original
@@ -109,7 +111,7 @@ def test_validation_details_are_the_pydantic_errors(client: TestClient, sid: str
 
 
 def test_malformed_json_says_where(client: TestClient, sid: str) -> None:
-    r = client.post(f"/sessions/{sid}/nodes", content=b'{"role": "user", }')
+    r = client.post(f"/sessions/{sid}/nodes", content=b'{"role": "user", }', headers=JSON)
     err = error_of(r, 400, "malformed_json")
     assert "JSON" in err["message"]
 
@@ -118,16 +120,17 @@ def test_nan_in_a_node_is_refused_not_stored(client: TestClient, sid: str) -> No
     """Python's JSON reader takes NaN; it is not JSON, and would break every render."""
     before = client.get(f"/sessions/{sid}/events").json()
     body = b'{"role": "tool", "name": "t", "input": {"x": NaN}, "output": "o"}'
-    err = error_of(client.post(f"/sessions/{sid}/nodes", content=body), 422, "invalid_command")
+    r = client.post(f"/sessions/{sid}/nodes", content=body, headers=JSON)
+    err = error_of(r, 422, "invalid_command")
     assert "not JSON" in err["message"]
     assert client.get(f"/sessions/{sid}/events").json() == before
     assert client.get(f"/sessions/{sid}/render").status_code == 200
 
 
 def test_empty_body_is_an_empty_object(client: TestClient, sid: str) -> None:
-    err = error_of(client.post(f"/sessions/{sid}/nodes"), 422, "invalid_request")
+    err = error_of(client.post(f"/sessions/{sid}/nodes", headers=JSON), 422, "invalid_request")
     assert err["details"]["errors"][0]["loc"] == ["role"]
-    assert client.post(f"/sessions/{sid}/runs/start").status_code == 201
+    assert client.post(f"/sessions/{sid}/runs/start", headers=JSON).status_code == 201
 
 
 QUERY_ROUTES = [
@@ -187,7 +190,7 @@ def test_summarizer_failure_is_502_and_stores_nothing(store_url: str) -> None:
     summarizer = OpenAICompatibleSummarizer(f"http://127.0.0.1:{dead}", "m", timeout=2)
     rt = runtime_module.Runtime(store_url, summarizer=summarizer, auto_compact=False)
     try:
-        with TestClient(create_app(rt)) as c:
+        with TestClient(create_app(rt), base_url=LOCAL) as c:
             s = c.post("/sessions", json={}).json()["session_id"]
             for i in range(5):
                 for role in ("user", "assistant"):

@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from domain.policy import Policy
 from service.runtime import Runtime
+from tests.api.conftest import LOCAL
 from tests.ui.scenario import TOUR_POLICY, Tour, build
 
 
@@ -25,7 +26,7 @@ def client(store_url: str) -> Iterator[TestClient]:
     """The tour's rules: each rule in a commit of its own (see ``TOUR_POLICY``)."""
     runtime = Runtime(store_url, policy=Policy.from_json(TOUR_POLICY))
     try:
-        with TestClient(create_app(runtime)) as c:
+        with TestClient(create_app(runtime), base_url=LOCAL) as c:
             yield c
     finally:
         runtime.close()

@@ -1,0 +1,70 @@
+"""One watcher per process wakes the SSE streams whose session changed.
+
+Each open stream used to poll the database every quarter second: 500 idle
+streams cost about a core.  Now a stream waits on an ``asyncio.Event`` and
+costs nothing while its session is quiet.  While at least one stream waits,
+the watcher reads the projections' tracking position once per interval (one
+tiny query whatever the number of streams); when it moves, one more query
+names the sessions changed since, and only their streams wake and read.
+
+No change can slip between a stream's first frame and its first wake-up: a
+stream subscribes before it reads its state, and when the watcher starts (or
+the position goes backwards, after a rebuild) it wakes every stream once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from starlette.concurrency import run_in_threadpool
+
+from service.runtime import Runtime
+
+log = logging.getLogger("ctxstore.api")
+
+
+class StreamWatcher:
+    """Only the event loop touches it; the queries run in the threadpool."""
+
+    def __init__(self, runtime: Runtime, interval: float) -> None:
+        self.runtime, self.interval = runtime, interval
+        self.waiting: dict[str, set[asyncio.Event]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def subscribe(self, session_id: str) -> asyncio.Event:
+        wake = asyncio.Event()
+        self.waiting.setdefault(session_id, set()).add(wake)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._watch())
+        return wake
+
+    def unsubscribe(self, session_id: str, wake: asyncio.Event) -> None:
+        events = self.waiting.get(session_id)
+        if events is not None:
+            events.discard(wake)
+            if not events:
+                del self.waiting[session_id]
+
+    def _wake(self, session_ids: list[str] | None) -> None:
+        """Wake the streams of these sessions (None: all of them)."""
+        for sid in self.waiting if session_ids is None else session_ids:
+            for wake in self.waiting.get(sid, ()):
+                wake.set()
+
+    async def _watch(self) -> None:
+        """Runs while any stream waits, and ends by itself when none does."""
+        position: int | None = None
+        while self.waiting:
+            try:
+                now = await run_in_threadpool(self.runtime.position)
+                if position is None or now < position:
+                    self._wake(None)
+                elif now > position:
+                    self._wake(
+                        await run_in_threadpool(self.runtime.store.sessions_changed_after, position)
+                    )
+                position = now
+            except Exception:  # a database hiccup: streams stay open, the next round retries
+                log.warning("stream watcher could not read the position", exc_info=True)
+            await asyncio.sleep(self.interval)

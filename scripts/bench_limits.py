@@ -1,0 +1,233 @@
+"""What the request limits cost a real server, and what they spare it.
+
+Starts ``uvicorn api.app:create_app --factory`` (one worker) on a free
+loopback port over a temporary SQLite store (and over ``--url``, a
+PostgreSQL database, if given), then prints, side by side:
+
+1. **A 100 MB body**, sent once with its ``Content-Length`` and once chunked:
+   the answer (``413 body_too_large``) and the server's RSS growth, current
+   and peak (``VmHWM``), against its RSS before.  Target: < 50 MB.
+2. **Another session's append p99** while the largest allowed body (a batch
+   of two nodes at the node limit, just under the body limit) is posted over
+   and over, next to the same appends with nothing else going on.
+   Target: within 2x of the baseline.
+
+    python -m scripts.bench_limits [--appends 200] [--url postgresql://postgres@host/postgres]
+
+``--url`` is an admin connection: the bench creates its own database there
+and drops it after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import socket
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from api.limits import Limits
+from scripts.bench_api import free_port, start_server, stop_server, wait_healthy
+
+MB = 1024 * 1024
+TIMEOUT = 120  # seconds: a request unanswered by then means the server is stalled
+JSON = {"content-type": "application/json"}
+RSS_TARGET_MB = 50
+P99_TARGET_RATIO = 2.0
+WORDS = "the quick brown fox jumps over a lazy dog while tokens pile up in context".split()
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(current, peak) resident memory of a process, from /proc."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def send_huge(port: int, path: str, size: int, chunked: bool) -> str:
+    """Send ``size`` bytes of body as fast as the server takes them; its status line."""
+    head = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json"]
+    head.append("Transfer-Encoding: chunked" if chunked else f"Content-Length: {size}")
+    piece = b"x" * MB
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
+        try:
+            for _ in range(size // MB):
+                sock.sendall(b"100000\r\n" + piece + b"\r\n" if chunked else piece)
+            if chunked:
+                sock.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # refused and closed: the answer is waiting
+        answer = sock.recv(4096).decode(errors="replace")
+    return answer.split("\r\n", 1)[0] or "(no answer)"
+
+
+def text_of(size: int) -> str:
+    words = " ".join(WORDS)
+    return (words + " ") * (size // (len(words) + 1))
+
+
+def maximal_batch(limits: Limits) -> bytes:
+    """Two nodes each just under the node limit, together just under the body limit."""
+    per_node = min(limits.max_node_bytes, limits.max_body_bytes // 2) - 4096
+    body = {"nodes": [{"role": role, "output": text_of(per_node)}
+                      for role in ("user", "assistant")]}  # fmt: skip
+    raw = json.dumps(body).encode()
+    assert len(raw) <= limits.max_body_bytes, len(raw)
+    return raw
+
+
+def p99(latencies: list[float]) -> float:
+    ordered = sorted(latencies)
+    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)] * 1000 if ordered else math.nan
+
+
+STALLED = 0  # the status recorded for a request that got no answer within the timeout
+
+
+def appends(http: httpx.Client, sid: str, count: int) -> list[float]:
+    """Latencies of ``count`` small appends; one that times out is infinite, and the
+    last (the server is stalled: see the report)."""
+    out: list[float] = []
+    for i in range(count):
+        started = time.perf_counter()
+        try:
+            r = http.post(f"/sessions/{sid}/nodes", json={"role": "user", "output": f"q {i}"})
+        except httpx.TimeoutException:
+            return [*out, math.inf]
+        out.append(time.perf_counter() - started)
+        r.raise_for_status()
+    return out
+
+
+def under_load(base: str, path: str, body: bytes, http: httpx.Client, sid: str,
+               count: int) -> tuple[list[float], list[tuple[int, float]]]:  # fmt: skip
+    """``count`` appends to ``sid`` while another client posts ``body`` to ``path`` over
+    and over: their latencies, and the big posts' (status, seconds)."""
+    stop, big = threading.Event(), []
+
+    def post_big() -> None:
+        with httpx.Client(base_url=base, timeout=TIMEOUT) as other:
+            while not stop.is_set():
+                started = time.perf_counter()
+                try:
+                    r = other.post(path, content=body, headers=JSON)
+                except httpx.TimeoutException:
+                    big.append((STALLED, time.perf_counter() - started))
+                    return
+                big.append((r.status_code, time.perf_counter() - started))
+
+    thread = threading.Thread(target=post_big)
+    thread.start()
+    time.sleep(0.5)  # the first big body is in
+    try:
+        return appends(http, sid, count), big
+    finally:
+        stop.set()
+        thread.join()
+
+
+def stalled(run: tuple[list[float], list[tuple[int, float]]]) -> bool:
+    latencies, big = run
+    return math.inf in latencies or any(status == STALLED for status, _ in big)
+
+
+def bench(url: str, count: int) -> dict[str, Any]:
+    limits = Limits.from_env()
+    port = free_port()
+    proc = start_server(url, port, 1)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base, proc)
+        with httpx.Client(base_url=base, timeout=TIMEOUT) as http:
+            a, b = (http.post("/sessions", json={"title": t}).json()["session_id"] for t in "ab")
+            appends(http, b, 20)  # warm up
+            huge = {}
+            for chunked in (False, True):
+                before = rss_mb(proc.pid)
+                status = send_huge(port, f"/sessions/{a}/nodes", 100 * MB, chunked)
+                after = rss_mb(proc.pid)
+                huge["chunked" if chunked else "content-length"] = (status, before, after)
+            baseline = appends(http, b, count)
+            body = maximal_batch(limits)
+            # Into session a: parsed, tokenized, stored.  Into an unknown session: parsed,
+            # then refused by the runtime, which is what the HTTP edge alone costs.
+            stored = under_load(base, f"/sessions/{a}/nodes/batch", body, http, b, count)
+            nowhere = f"/sessions/{'0' * 8}-0000-0000-0000-{'0' * 12}/nodes/batch"
+            parsed = None if stalled(stored) else under_load(base, nowhere, body, http, b, count)
+            return {"huge": huge, "baseline": baseline, "stored": stored, "parsed": parsed,
+                    "body_mb": len(body) / MB}  # fmt: skip
+    finally:
+        stop_server(proc)
+
+
+def report(name: str, r: dict[str, Any]) -> None:
+    print(f"\n== {name}")
+    for how, (status, before, after) in r["huge"].items():
+        growth, peak = after[0] - before[0], after[1] - before[0]
+        verdict = f"target < {RSS_TARGET_MB}: {'ok' if peak < RSS_TARGET_MB else 'OVER'}"
+        print(f"100 MB body ({how}): {status}; RSS {before[0]:.0f} -> {after[0]:.0f} MB "
+              f"(+{growth:.1f}), peak +{peak:.1f} MB [{verdict}]")  # fmt: skip
+    base = p99(r["baseline"])
+    print(f"append p99, another session, alone: {base:.1f} ms")
+    for key, what in (("stored", "stored"), ("parsed", "parsed, then refused (no session)")):
+        if r[key] is None:
+            print(f"  (not run: the server is stalled) while bodies were {what}")
+            continue
+        latencies, big = r[key]
+        loaded = p99(latencies)
+        ratio = loaded / base
+        statuses = sorted({status for status, _ in big})
+        seconds = sum(t for _, t in big) / max(1, len(big))
+        verdict = "ok" if ratio <= P99_TARGET_RATIO else "OVER"
+        if stalled(r[key]):
+            verdict += f"; the server STALLED: a request got no answer in {TIMEOUT} s"
+        print(f"  while {len(big)} bodies of {r['body_mb']:.1f} MB were {what} "
+              f"({statuses}, {seconds:.2f} s each): {loaded:.1f} ms = {ratio:.1f}x "
+              f"[target <= {P99_TARGET_RATIO:g}x: {verdict}]")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--appends", type=int, default=200)
+    parser.add_argument("--url", help="also run on this PostgreSQL server (an admin URL: a "
+                        "scratch database is created there and dropped)")  # fmt: skip
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        report("SQLite", bench(f"sqlite:///{tmp}/bench.db", args.appends))
+    if args.url:
+        with scratch_database(args.url) as url:
+            report(f"PostgreSQL {url}", bench(url, args.appends))
+    return 0
+
+
+@contextmanager
+def scratch_database(admin_url: str) -> Iterator[str]:
+    """A new database on ``admin_url``'s server, dropped afterwards: the bench writes
+    hundreds of megabytes, and never into a database someone uses."""
+    import psycopg
+
+    conninfo = admin_url.replace("postgresql+psycopg://", "postgresql://")
+    name = f"ctxstore_bench_limits_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin_url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    sys.exit(main())
