@@ -29,7 +29,7 @@ RETRIES = 60
 
 
 def _client(rt: Any) -> TestClient:
-    return TestClient(create_app(rt), raise_server_exceptions=False)
+    return TestClient(create_app(rt), raise_server_exceptions=False, base_url="http://localhost")
 
 
 def _send(client: TestClient, path: str, body: dict[str, Any], key: str) -> httpx.Response:

@@ -130,7 +130,7 @@ class _Tenants:
 
 
 def test_keys_are_scoped_by_tenant(runtime: Any) -> None:
-    with TestClient(_Tenants(create_app(runtime))) as c:
+    with TestClient(_Tenants(create_app(runtime)), base_url="http://localhost") as c:
         a = c.post("/sessions", json={}, headers={**_key("same"), "X-Test-Tenant": "a"})
         b = c.post("/sessions", json={}, headers={**_key("same"), "X-Test-Tenant": "b"})
         a2 = c.post("/sessions", json={}, headers={**_key("same"), "X-Test-Tenant": "a"})
@@ -140,13 +140,13 @@ def test_keys_are_scoped_by_tenant(runtime: Any) -> None:
 
 
 def test_concurrent_retries_store_one_command(runtime: Any) -> None:
-    with TestClient(create_app(runtime)) as c:
+    with TestClient(create_app(runtime), base_url="http://localhost") as c:
         sid = c.post("/sessions", json={}).json()["session_id"]
     answers: list[Any] = []
     barrier = threading.Barrier(4)
 
     def send() -> None:
-        client = TestClient(create_app(runtime))
+        client = TestClient(create_app(runtime), base_url="http://localhost")
         barrier.wait()
         answers.append(
             client.post(
@@ -163,5 +163,5 @@ def test_concurrent_retries_store_one_command(runtime: Any) -> None:
         t.join(60)
     assert [a.status_code for a in answers] == [201] * 4, [a.text for a in answers]
     assert len({a.json()["node_id"] for a in answers}) == 1
-    with TestClient(create_app(runtime)) as c:
+    with TestClient(create_app(runtime), base_url="http://localhost") as c:
         assert len(c.get(f"/sessions/{sid}/nodes").json()["nodes"]) == 1

@@ -38,7 +38,7 @@ def served(store_url: str) -> Iterator[Any]:
         rt = runtime_module.Runtime(
             store_url, summarizer=summarizer, policy=immediate_policy(), auto_compact=auto_compact
         )
-        client = TestClient(create_app(rt))
+        client = TestClient(create_app(rt), base_url="http://localhost")
         opened.append((rt, client))
         return client
 
