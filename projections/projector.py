@@ -25,7 +25,7 @@ from projections.dag_index import DagIndex
 from projections.expansion import expand_attach, merge_peers
 from projections.item_rows import items_from_rows, node_texts
 from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow, dumps
-from projections.working_set import DEFAULT_BUDGET, LazyDict, RowSource, WorkingSet
+from projections.working_set import DEFAULT_BUDGET, HookedDict, LazyDict, RowSource, WorkingSet
 
 RowLoader = Callable[[str], list[dict[str, Any]]]
 CACHE_SIZE = 16
@@ -54,6 +54,7 @@ class Projector:
             self.dag.by_seq = LazyDict(working.fault_session)
             self.commits = LazyDict(working.fault_commit)
             self.latest_commit = LazyDict(lambda key: working.fault_session(key[0]))
+            self.dag.tools_by_caller = HookedDict(self._hold_calls_of)
         self.contexts: OrderedDict[str, WorkingContext] = OrderedDict()
         self.pending: dict[str, dict[str, Any]] = {}  # commit rows not yet written
         self.outbox = Outbox()
@@ -137,6 +138,15 @@ class Projector:
         self.commits[meta.commit_id] = meta
         self.latest_commit[(meta.session_id, meta.head_node_id)] = meta.commit_id
 
+    def _hold_calls_of(self, caller_id: str) -> None:
+        """Hold every session that can hang tools off ``caller_id``: its own, and
+        those branched at it (a tool's caller is a node its session knows)."""
+        assert self.working is not None
+        if caller_id not in self.dag.nodes:  # loads the caller's session
+            return
+        for session_id in self.dag.branched_at.get(caller_id, ()):
+            self.working.fault_session(session_id)
+
     def release_session(self, session_id: str) -> None:
         self.dag.forget_session(session_id)
         for commit_id in [c for c, m in self.commits.items() if m.session_id == session_id]:
@@ -189,7 +199,7 @@ class Projector:
             # a branch offers the tools its source declared, until it declares its own
             tools=list(source.tools) if source is not None else [],
         )  # fmt: skip
-        self.dag.sessions[info.session_id] = session
+        self.dag.add_session(session)
         self.outbox.new_sessions[info.session_id] = session
 
     def _node(self, info: EventInfo, session: SessionRow, **fields: Any) -> NodeRow:

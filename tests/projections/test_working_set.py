@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from projections.rebuild import rebuild_and_compare
 from service.runtime import Runtime
 from tests.projections.test_context_commit import add, at, start
 
@@ -86,3 +87,23 @@ def test_a_fresh_process_loads_only_the_session_it_is_asked_about(store_url: str
         assert list(projector.working.loaded) == [lonely, sessions[1]]
     finally:
         reader.close()
+
+
+def test_a_call_slot_reused_in_a_branch_counts_the_evicted_sources_tools(
+    store_url: str,
+) -> None:
+    """Whether a tool is a new version of a call asks every session's tools of that caller."""
+    rt = Runtime(store_url, working_set=1, auto_compact=False)
+    try:
+        src = start(rt, "source")
+        add(rt, src, "user", "go")
+        caller = add(rt, src, "assistant", "two calls", 1)
+        add(rt, src, "tool", name="read", input={"f": 1}, output="old", minute=2, call_id="c1")
+        branch, _ = rt.execute("branch", src, caller, at=at(3))
+        bid = str(branch)
+        add(rt, bid, "tool", name="read", input={"f": 2}, output="two", minute=4, call_id="c2")
+        add(rt, start(rt, "elsewhere"), "user", "unrelated", 4.5)  # the source is let go
+        add(rt, bid, "tool", name="read", input={"f": 1}, output="new", minute=5, call_id="c1")
+    finally:
+        rt.close()
+    assert rebuild_and_compare(store_url)["identical"]
