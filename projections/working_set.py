@@ -127,6 +127,12 @@ class WorkingSet:
             for meta in self.source.commit_metas([session_id]):
                 self.holder.hold_commit(meta_of(meta))
             self.loaded[session_id] = held
+        except BaseException:
+            # half a session held as if whole would answer wrongly from then on:
+            # let what came in go, so the next lookup loads it again
+            del self.loaded[session_id]
+            self.holder.release_session(session_id)
+            raise
         finally:
             self._loading = False
 

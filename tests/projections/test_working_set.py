@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from projections.rebuild import rebuild_and_compare
+from projections.session_rows import SessionRows
 from service.runtime import Runtime
 from tests.projections.test_context_commit import add, at, start
 
@@ -107,3 +110,33 @@ def test_a_call_slot_reused_in_a_branch_counts_the_evicted_sources_tools(
     finally:
         rt.close()
     assert rebuild_and_compare(store_url)["identical"]
+
+
+def test_a_session_that_failed_to_load_is_loaded_again_next_time(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that dies halfway must not leave the session held with half its rows."""
+    writer = Runtime(store_url, auto_compact=False)
+    try:
+        sessions = busy_store(writer)
+        expected = answers(writer, sessions[1:2])
+    finally:
+        writer.close()
+    reader = Runtime(store_url, auto_compact=False)
+    original = SessionRows.commit_metas
+    failures = [1]
+
+    def flaky(self: SessionRows, session_ids: list[str], after: int = 0) -> Any:
+        if failures:
+            failures.pop()
+            raise ConnectionError("injected failure reading commit rows")
+        return original(self, session_ids, after)
+
+    try:
+        reader.catch_up()
+        monkeypatch.setattr(SessionRows, "commit_metas", flaky)
+        with pytest.raises(ConnectionError):
+            reader.head_commit(sessions[1])
+        assert answers(reader, sessions[1:2]) == expected
+    finally:
+        reader.close()
