@@ -140,3 +140,55 @@ def test_a_session_that_failed_to_load_is_loaded_again_next_time(
         assert answers(reader, sessions[1:2]) == expected
     finally:
         reader.close()
+
+
+def test_two_processes_writing_the_same_sessions_agree_with_a_rebuild(store_url: str) -> None:
+    """Each process holds a session or two and takes up the other's rows."""
+    one = Runtime(store_url, working_set=1, auto_compact=False)
+    two = Runtime(store_url, working_set=1, auto_compact=False)
+    try:
+        src = start(one, "source")
+        add(two, src, "user", "go")
+        caller = add(one, src, "assistant", "calls", 1)
+        add(two, src, "tool", name="read", input={"f": 1}, output="old", minute=2, call_id="c1")
+        branch, _ = two.execute("branch", src, caller, at=at(3))
+        bid = str(branch)
+        add(one, bid, "tool", name="read", input={"f": 2}, output="two", minute=4, call_id="c2")
+        other = start(two, "other")
+        add(one, other, "user", "elsewhere", 4.5)
+        add(two, bid, "tool", name="read", input={"f": 1}, output="new", minute=5, call_id="c1")
+        add(one, src, "tool", name="read", input={"f": 3}, output="three", minute=5.5,
+            caller=caller, call_id="c3")  # fmt: skip
+        one.execute("pin", bid, caller, at=at(6))
+        peer, _ = two.execute("attach", other, bid, at=at(7))
+        add(one, other, "assistant", "after attach", 8)
+        two.execute("merge", bid, [{"node_id": add(one, other, "user", "peer", 9),
+                                    "session_id": other}], at=at(10))  # fmt: skip
+        add(one, bid, "assistant", "merged", 11)
+        sessions = [src, bid, other]
+        first, second = answers(one, sessions), answers(two, sessions)
+    finally:
+        one.close()
+        two.close()
+    assert first == second
+    whole = Runtime(store_url, working_set=0, auto_compact=False)
+    try:
+        assert answers(whole, sessions) == first
+    finally:
+        whole.close()
+    assert rebuild_and_compare(store_url)["identical"]
+
+
+def test_a_catch_up_page_by_page_lets_sessions_go_between_pages(store_url: str) -> None:
+    """Events stored but not projected, taken one page of one event at a time."""
+    rt = Runtime(store_url, working_set=1, auto_compact=False, auto_catch_up=False)
+    try:
+        sessions = busy_store(rt)
+        for n, sid in enumerate(sessions):
+            rt.app.append_node(sid, role="user", input=f"late {n}", at=at(20 + n))
+            rt.app.append_node(sid, role="assistant", output=f"late answer {n}", at=at(20 + n))
+            rt.app.pin(sid, rt.app.session(sid).head, at=at(30 + n))
+        assert rt.processor.catch_up(page=1) >= 3 * len(sessions)
+    finally:
+        rt.close()
+    assert rebuild_and_compare(store_url)["identical"]
