@@ -92,21 +92,30 @@ def test_a_fresh_process_loads_only_the_session_it_is_asked_about(store_url: str
         reader.close()
 
 
+def call_retried_in_a_branch(one: Runtime, two: Runtime) -> tuple[str, str, str, str]:
+    """A call's first version in the source, its retry in a branch made at the caller,
+    with an unrelated session touched in between (so a small working set lets the
+    source go); the two runtimes take turns.  Source, caller, branch, unrelated."""
+    src = start(one, "source")
+    add(two, src, "user", "go")
+    caller = add(one, src, "assistant", "two calls", 1)
+    add(two, src, "tool", name="read", input={"f": 1}, output="old", minute=2, call_id="c1")
+    branch, _ = two.execute("branch", src, caller, at=at(3))
+    bid = str(branch)
+    add(one, bid, "tool", name="read", input={"f": 2}, output="two", minute=4, call_id="c2")
+    other = start(two, "elsewhere")
+    add(one, other, "user", "unrelated", 4.5)
+    add(two, bid, "tool", name="read", input={"f": 1}, output="new", minute=5, call_id="c1")
+    return src, caller, bid, other
+
+
 def test_a_call_slot_reused_in_a_branch_counts_the_evicted_sources_tools(
     store_url: str,
 ) -> None:
     """Whether a tool is a new version of a call asks every session's tools of that caller."""
     rt = Runtime(store_url, working_set=1, auto_compact=False)
     try:
-        src = start(rt, "source")
-        add(rt, src, "user", "go")
-        caller = add(rt, src, "assistant", "two calls", 1)
-        add(rt, src, "tool", name="read", input={"f": 1}, output="old", minute=2, call_id="c1")
-        branch, _ = rt.execute("branch", src, caller, at=at(3))
-        bid = str(branch)
-        add(rt, bid, "tool", name="read", input={"f": 2}, output="two", minute=4, call_id="c2")
-        add(rt, start(rt, "elsewhere"), "user", "unrelated", 4.5)  # the source is let go
-        add(rt, bid, "tool", name="read", input={"f": 1}, output="new", minute=5, call_id="c1")
+        call_retried_in_a_branch(rt, rt)
     finally:
         rt.close()
     assert rebuild_and_compare(store_url)["identical"]
@@ -147,16 +156,7 @@ def test_two_processes_writing_the_same_sessions_agree_with_a_rebuild(store_url:
     one = Runtime(store_url, working_set=1, auto_compact=False)
     two = Runtime(store_url, working_set=1, auto_compact=False)
     try:
-        src = start(one, "source")
-        add(two, src, "user", "go")
-        caller = add(one, src, "assistant", "calls", 1)
-        add(two, src, "tool", name="read", input={"f": 1}, output="old", minute=2, call_id="c1")
-        branch, _ = two.execute("branch", src, caller, at=at(3))
-        bid = str(branch)
-        add(one, bid, "tool", name="read", input={"f": 2}, output="two", minute=4, call_id="c2")
-        other = start(two, "other")
-        add(one, other, "user", "elsewhere", 4.5)
-        add(two, bid, "tool", name="read", input={"f": 1}, output="new", minute=5, call_id="c1")
+        src, caller, bid, other = call_retried_in_a_branch(one, two)
         add(one, src, "tool", name="read", input={"f": 3}, output="three", minute=5.5,
             caller=caller, call_id="c3")  # fmt: skip
         one.execute("pin", bid, caller, at=at(6))
