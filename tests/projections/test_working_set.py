@@ -192,3 +192,20 @@ def test_a_catch_up_page_by_page_lets_sessions_go_between_pages(store_url: str) 
     finally:
         rt.close()
     assert rebuild_and_compare(store_url)["identical"]
+
+
+def test_a_session_let_go_takes_its_commits_and_nothing_else(store_url: str) -> None:
+    rt = Runtime(store_url, working_set=1, auto_compact=False)
+    try:
+        sessions = busy_store(rt)
+        for sid in sessions:
+            rt.head_commit(sid)  # each brings its session in; the next call lets it go
+        projector = rt._projector()
+        assert projector.working is not None
+        held = set(projector.working.loaded)
+        assert held and held != set(sessions)
+        assert {m.session_id for m in dict.values(projector.commits)} == held
+        assert {sid for sid, _ in dict.keys(projector.latest_commit)} == held
+        assert set(projector.held_commits) == held
+    finally:
+        rt.close()
