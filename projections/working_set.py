@@ -136,6 +136,14 @@ class WorkingSet:
         finally:
             self._loading = False
 
+    def used(self, session_id: str) -> None:
+        """A query asks about ``session_id``: if held, it is the last to go.
+
+        Lookups that hit are plain dictionary reads and leave no trace, so the
+        queries say which session they serve."""
+        if session_id in self.loaded:
+            self.loaded.move_to_end(session_id)
+
     def touch(self, session_id: str) -> None:
         """``session_id`` is changed by the event being projected: hold it, keep it."""
         self.ensure(session_id)

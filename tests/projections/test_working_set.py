@@ -209,3 +209,22 @@ def test_a_session_let_go_takes_its_commits_and_nothing_else(store_url: str) -> 
         assert set(projector.held_commits) == held
     finally:
         rt.close()
+
+
+def test_a_session_asked_about_again_is_the_last_to_go(store_url: str) -> None:
+    """Least recently used, not least recently loaded: a read keeps a session."""
+    writer = Runtime(store_url, auto_compact=False)
+    try:
+        one, two, three = busy_store(writer)[-3:]  # a node each
+    finally:
+        writer.close()
+    reader = Runtime(store_url, working_set=2, auto_compact=False)
+    try:
+        for sid in (one, two, one, three):
+            reader.head_commit(sid)
+        reader.sessions()  # three nodes held: the least recently used one goes
+        projector = reader.processor.projector
+        assert projector is not None and projector.working is not None
+        assert list(projector.working.loaded) == [one, three]
+    finally:
+        reader.close()
