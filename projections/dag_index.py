@@ -59,7 +59,7 @@ class DagIndex:
         for node_id in dict.pop(self.by_seq, session_id, []):
             node = dict.pop(self.nodes, node_id)
             if node.edge == "caller" and node.parent:
-                calls = dict.get(self.tools_by_caller, node.parent, [])
+                calls = self.tools_by_caller.get(node.parent, [])
                 calls.remove(node_id)
                 if not calls:
                     del self.tools_by_caller[node.parent]

@@ -25,7 +25,7 @@ from projections.dag_index import DagIndex
 from projections.expansion import expand_attach, merge_peers
 from projections.item_rows import items_from_rows, node_texts
 from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow, dumps
-from projections.working_set import DEFAULT_BUDGET, HookedDict, LazyDict, RowSource, WorkingSet
+from projections.working_set import DEFAULT_BUDGET, LazyDict, RowSource, WorkingSet
 
 RowLoader = Callable[[str], list[dict[str, Any]]]
 CACHE_SIZE = 16
@@ -55,7 +55,6 @@ class Projector:
             self.dag.by_seq = LazyDict(working.fault_session)
             self.commits = LazyDict(working.fault_commit)
             self.latest_commit = LazyDict(lambda key: working.fault_session(key[0]))
-            self.dag.tools_by_caller = HookedDict(self._hold_calls_of)
         self.contexts: OrderedDict[str, WorkingContext] = OrderedDict()
         self.pending: dict[str, dict[str, Any]] = {}  # commit rows not yet written
         self.outbox = Outbox()
@@ -142,9 +141,11 @@ class Projector:
 
     def _hold_calls_of(self, caller_id: str) -> None:
         """Hold every session that can hang tools off ``caller_id``: its own, and
-        those branched at it (a tool's caller is a node its session knows)."""
-        assert self.working is not None
-        if caller_id not in self.dag.nodes:  # loads the caller's session
+        those branched at it (a tool's caller is a node its session knows).
+
+        Only a call slot's versions need them all: what a head sees is its own
+        chain's tools, and walking the chain brings those sessions in."""
+        if self.working is None or caller_id not in self.dag.nodes:  # loads its session
             return
         for session_id in self.dag.branched_at.get(caller_id, ()):
             self.working.fault_session(session_id)
@@ -291,6 +292,7 @@ class Projector:
         if node.role != "tool" or node.parent is None:
             return False
         slot = node.call_id or node.node_id
+        self._hold_calls_of(node.parent)
         return any(
             tool_id != node.node_id and (self.dag.nodes[tool_id].call_id or tool_id) == slot
             for tool_id in self.dag.tools_by_caller.get(node.parent, ())

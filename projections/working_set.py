@@ -55,27 +55,6 @@ class LazyDict(dict[K, V]):
         return bool(self._fault(key)) and dict.__contains__(self, key)  # type: ignore[arg-type]
 
 
-class HookedDict(dict[K, V]):
-    """A dict whose lookups first let ``before(key)`` bring in whatever else holds
-    entries for the key (entries of one key may come from several sessions)."""
-
-    def __init__(self, before: Callable[[K], None]) -> None:
-        super().__init__()
-        self._before = before
-
-    def get(self, key: K, default: Any = None) -> Any:
-        self._before(key)
-        return dict.get(self, key, default)
-
-    def __getitem__(self, key: K) -> V:
-        self._before(key)
-        return dict.__getitem__(self, key)
-
-    def __contains__(self, key: object) -> bool:
-        self._before(key)  # type: ignore[arg-type]
-        return dict.__contains__(self, key)
-
-
 class RowSource(Protocol):
     """What the working set reads from the projection tables."""
 

@@ -228,3 +228,23 @@ def test_a_session_asked_about_again_is_the_last_to_go(store_url: str) -> None:
         assert list(projector.working.loaded) == [one, three]
     finally:
         reader.close()
+
+
+def test_reading_a_branch_leaves_its_sibling_branches_unloaded(store_url: str) -> None:
+    """Only a new version of a call needs every branch made at its caller."""
+    writer = Runtime(store_url, auto_compact=False)
+    try:
+        src, caller, first, _ = call_retried_in_a_branch(writer, writer)
+        second, _ = writer.execute("branch", src, caller, at=at(6))
+        add(writer, str(second), "tool", name="read", output="sibling", minute=7)
+    finally:
+        writer.close()
+    reader = Runtime(store_url, auto_compact=False)
+    try:
+        reader.rendered(first, "openai")
+        reader.branch_nodes(first)
+        projector = reader.processor.projector
+        assert projector is not None and projector.working is not None
+        assert set(projector.working.loaded) == {src, first}
+    finally:
+        reader.close()
