@@ -28,6 +28,16 @@ class DagIndex:
     by_seq: dict[str, list[str]] = field(default_factory=dict)  # session -> node ids by seq
     sessions: dict[str, SessionRow] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)  # session -> nodes, held or not
+    # branch point node id -> the sessions branched there (the only other
+    # sessions that can hang tool calls off that node)
+    branched_at: dict[str, list[str]] = field(default_factory=dict)
+
+    def add_session(self, session: SessionRow) -> None:
+        """A session row, new or changed (where it branched from never changes)."""
+        if session.session_id not in self.sessions and session.branched_from:
+            point = session.branched_from["node_id"]
+            self.branched_at.setdefault(point, []).append(session.session_id)
+        self.sessions[session.session_id] = session
 
     def add(self, node: NodeRow) -> None:
         """A node new to the store."""

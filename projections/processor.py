@@ -145,8 +145,7 @@ class Processor:
         """Bring the indexes up to date with rows other processes wrote."""
         since = projector.position
         for row in self.store.rows_after(t.sessions, since, conn):
-            session = SessionRow.from_row(row)
-            projector.dag.sessions[session.session_id] = session
+            projector.dag.add_session(SessionRow.from_row(row))
         if projector.working is not None and self.rows is not None:
             self._load_working_set(projector, since)
             return

@@ -48,6 +48,7 @@ class Projector:
         # Without a source every session stays in memory (a rebuild, an import);
         # with one, only the sessions touched lately (``projections.working_set``).
         self.working: WorkingSet | None = None
+        self.held_commits: dict[str, set[str]] = {}  # with a working set: session -> commits
         if source is not None:
             working = self.working = WorkingSet(source, self, budget)
             self.dag.nodes = LazyDict(working.fault_node)
@@ -136,13 +137,27 @@ class Projector:
     def hold_commit(self, meta: CommitMeta) -> None:
         self.commits[meta.commit_id] = meta
         self.latest_commit[(meta.session_id, meta.head_node_id)] = meta.commit_id
+        self.held_commits.setdefault(meta.session_id, set()).add(meta.commit_id)
+
+    def _hold_calls_of(self, caller_id: str) -> None:
+        """Hold every session that can hang tools off ``caller_id``: its own, and
+        those branched at it (a tool's caller is a node its session knows).
+
+        Only a call slot's versions need them all: what a head sees is its own
+        chain's tools, and walking the chain brings those sessions in."""
+        if self.working is None or caller_id not in self.dag.nodes:  # loads its session
+            return
+        for session_id in self.dag.branched_at.get(caller_id, ()):
+            self.working.fault_session(session_id)
 
     def release_session(self, session_id: str) -> None:
+        """Let a session's nodes and commits go: its own, found by session, not by
+        scanning every commit held (a trim lets many sessions go at once)."""
         self.dag.forget_session(session_id)
-        for commit_id in [c for c, m in self.commits.items() if m.session_id == session_id]:
-            del self.commits[commit_id]
-        for key in [k for k in self.latest_commit if k[0] == session_id]:
-            del self.latest_commit[key]
+        for commit_id in self.held_commits.pop(session_id, ()):
+            meta = dict.pop(self.commits, commit_id, None)
+            if meta is not None:  # its latest_commit keys are (session, a head it made)
+                dict.pop(self.latest_commit, (session_id, meta.head_node_id), None)
 
     # --------------------------------------------------------------- apply
 
@@ -189,7 +204,7 @@ class Projector:
             # a branch offers the tools its source declared, until it declares its own
             tools=list(source.tools) if source is not None else [],
         )  # fmt: skip
-        self.dag.sessions[info.session_id] = session
+        self.dag.add_session(session)
         self.outbox.new_sessions[info.session_id] = session
 
     def _node(self, info: EventInfo, session: SessionRow, **fields: Any) -> NodeRow:
@@ -277,6 +292,7 @@ class Projector:
         if node.role != "tool" or node.parent is None:
             return False
         slot = node.call_id or node.node_id
+        self._hold_calls_of(node.parent)
         return any(
             tool_id != node.node_id and (self.dag.nodes[tool_id].call_id or tool_id) == slot
             for tool_id in self.dag.tools_by_caller.get(node.parent, ())
@@ -339,6 +355,8 @@ class Projector:
             self._ordinal += 1
         self.commits[row["commit_id"]] = built.meta
         self.latest_commit[(session.session_id, head)] = row["commit_id"]
+        if self.working is not None:
+            self.held_commits.setdefault(session.session_id, set()).add(row["commit_id"])
         self._keep(row["commit_id"], built.ctx)
 
     # --------------------------------------------------------- other events

@@ -29,6 +29,8 @@ def session_row(projector: Projector, session_id: str) -> SessionRow:
     session = projector.dag.sessions.get(str(session_id))
     if session is None:
         raise errors.SessionNotFound(f"unknown session {session_id}", session_id=str(session_id))
+    if projector.working is not None:
+        projector.working.used(session.session_id)
     return session
 
 

@@ -106,8 +106,22 @@ class WorkingSet:
             for meta in self.source.commit_metas([session_id]):
                 self.holder.hold_commit(meta_of(meta))
             self.loaded[session_id] = held
+        except BaseException:
+            # half a session held as if whole would answer wrongly from then on:
+            # let what came in go, so the next lookup loads it again
+            del self.loaded[session_id]
+            self.holder.release_session(session_id)
+            raise
         finally:
             self._loading = False
+
+    def used(self, session_id: str) -> None:
+        """A query asks about ``session_id``: if held, it is the last to go.
+
+        Lookups that hit are plain dictionary reads and leave no trace, so the
+        queries say which session they serve."""
+        if session_id in self.loaded:
+            self.loaded.move_to_end(session_id)
 
     def touch(self, session_id: str) -> None:
         """``session_id`` is changed by the event being projected: hold it, keep it."""

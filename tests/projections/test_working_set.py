@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from projections.rebuild import rebuild_and_compare
+from projections.session_rows import SessionRows
 from service.runtime import Runtime
 from tests.projections.test_context_commit import add, at, start
 
@@ -84,5 +88,163 @@ def test_a_fresh_process_loads_only_the_session_it_is_asked_about(store_url: str
         assert len(reader.sessions()) == len(sessions)  # listing needs no nodes
         assert reader.session_info(sessions[1])["counts"]["nodes"] > 0
         assert list(projector.working.loaded) == [lonely, sessions[1]]
+    finally:
+        reader.close()
+
+
+def call_retried_in_a_branch(one: Runtime, two: Runtime) -> tuple[str, str, str, str]:
+    """A call's first version in the source, its retry in a branch made at the caller,
+    with an unrelated session touched in between (so a small working set lets the
+    source go); the two runtimes take turns.  Source, caller, branch, unrelated."""
+    src = start(one, "source")
+    add(two, src, "user", "go")
+    caller = add(one, src, "assistant", "two calls", 1)
+    add(two, src, "tool", name="read", input={"f": 1}, output="old", minute=2, call_id="c1")
+    branch, _ = two.execute("branch", src, caller, at=at(3))
+    bid = str(branch)
+    add(one, bid, "tool", name="read", input={"f": 2}, output="two", minute=4, call_id="c2")
+    other = start(two, "elsewhere")
+    add(one, other, "user", "unrelated", 4.5)
+    add(two, bid, "tool", name="read", input={"f": 1}, output="new", minute=5, call_id="c1")
+    return src, caller, bid, other
+
+
+def test_a_call_slot_reused_in_a_branch_counts_the_evicted_sources_tools(
+    store_url: str,
+) -> None:
+    """Whether a tool is a new version of a call asks every session's tools of that caller."""
+    rt = Runtime(store_url, working_set=1, auto_compact=False)
+    try:
+        call_retried_in_a_branch(rt, rt)
+    finally:
+        rt.close()
+    assert rebuild_and_compare(store_url)["identical"]
+
+
+def test_a_session_that_failed_to_load_is_loaded_again_next_time(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that dies halfway must not leave the session held with half its rows."""
+    writer = Runtime(store_url, auto_compact=False)
+    try:
+        sessions = busy_store(writer)
+        expected = answers(writer, sessions[1:2])
+    finally:
+        writer.close()
+    reader = Runtime(store_url, auto_compact=False)
+    original = SessionRows.commit_metas
+    failures = [1]
+
+    def flaky(self: SessionRows, session_ids: list[str], after: int = 0) -> Any:
+        if failures:
+            failures.pop()
+            raise ConnectionError("injected failure reading commit rows")
+        return original(self, session_ids, after)
+
+    try:
+        reader.catch_up()
+        monkeypatch.setattr(SessionRows, "commit_metas", flaky)
+        with pytest.raises(ConnectionError):
+            reader.head_commit(sessions[1])
+        assert answers(reader, sessions[1:2]) == expected
+    finally:
+        reader.close()
+
+
+def test_two_processes_writing_the_same_sessions_agree_with_a_rebuild(store_url: str) -> None:
+    """Each process holds a session or two and takes up the other's rows."""
+    one = Runtime(store_url, working_set=1, auto_compact=False)
+    two = Runtime(store_url, working_set=1, auto_compact=False)
+    try:
+        src, caller, bid, other = call_retried_in_a_branch(one, two)
+        add(one, src, "tool", name="read", input={"f": 3}, output="three", minute=5.5,
+            caller=caller, call_id="c3")  # fmt: skip
+        one.execute("pin", bid, caller, at=at(6))
+        peer, _ = two.execute("attach", other, bid, at=at(7))
+        add(one, other, "assistant", "after attach", 8)
+        two.execute("merge", bid, [{"node_id": add(one, other, "user", "peer", 9),
+                                    "session_id": other}], at=at(10))  # fmt: skip
+        add(one, bid, "assistant", "merged", 11)
+        sessions = [src, bid, other]
+        first, second = answers(one, sessions), answers(two, sessions)
+    finally:
+        one.close()
+        two.close()
+    assert first == second
+    whole = Runtime(store_url, working_set=0, auto_compact=False)
+    try:
+        assert answers(whole, sessions) == first
+    finally:
+        whole.close()
+    assert rebuild_and_compare(store_url)["identical"]
+
+
+def test_a_catch_up_page_by_page_lets_sessions_go_between_pages(store_url: str) -> None:
+    """Events stored but not projected, taken one page of one event at a time."""
+    rt = Runtime(store_url, working_set=1, auto_compact=False, auto_catch_up=False)
+    try:
+        sessions = busy_store(rt)
+        for n, sid in enumerate(sessions):
+            rt.app.append_node(sid, role="user", input=f"late {n}", at=at(20 + n))
+            rt.app.append_node(sid, role="assistant", output=f"late answer {n}", at=at(20 + n))
+            rt.app.pin(sid, rt.app.session(sid).head, at=at(30 + n))
+        assert rt.processor.catch_up(page=1) >= 3 * len(sessions)
+    finally:
+        rt.close()
+    assert rebuild_and_compare(store_url)["identical"]
+
+
+def test_a_session_let_go_takes_its_commits_and_nothing_else(store_url: str) -> None:
+    rt = Runtime(store_url, working_set=1, auto_compact=False)
+    try:
+        sessions = busy_store(rt)
+        for sid in sessions:
+            rt.head_commit(sid)  # each brings its session in; the next call lets it go
+        projector = rt._projector()
+        assert projector.working is not None
+        held = set(projector.working.loaded)
+        assert held and held != set(sessions)
+        assert {m.session_id for m in dict.values(projector.commits)} == held
+        assert {sid for sid, _ in dict.keys(projector.latest_commit)} == held
+        assert set(projector.held_commits) == held
+    finally:
+        rt.close()
+
+
+def test_a_session_asked_about_again_is_the_last_to_go(store_url: str) -> None:
+    """Least recently used, not least recently loaded: a read keeps a session."""
+    writer = Runtime(store_url, auto_compact=False)
+    try:
+        one, two, three = busy_store(writer)[-3:]  # a node each
+    finally:
+        writer.close()
+    reader = Runtime(store_url, working_set=2, auto_compact=False)
+    try:
+        for sid in (one, two, one, three):
+            reader.head_commit(sid)
+        reader.sessions()  # three nodes held: the least recently used one goes
+        projector = reader.processor.projector
+        assert projector is not None and projector.working is not None
+        assert list(projector.working.loaded) == [one, three]
+    finally:
+        reader.close()
+
+
+def test_reading_a_branch_leaves_its_sibling_branches_unloaded(store_url: str) -> None:
+    """Only a new version of a call needs every branch made at its caller."""
+    writer = Runtime(store_url, auto_compact=False)
+    try:
+        src, caller, first, _ = call_retried_in_a_branch(writer, writer)
+        second, _ = writer.execute("branch", src, caller, at=at(6))
+        add(writer, str(second), "tool", name="read", output="sibling", minute=7)
+    finally:
+        writer.close()
+    reader = Runtime(store_url, auto_compact=False)
+    try:
+        reader.rendered(first, "openai")
+        reader.branch_nodes(first)
+        projector = reader.processor.projector
+        assert projector is not None and projector.working is not None
+        assert set(projector.working.loaded) == {src, first}
     finally:
         reader.close()
