@@ -12,11 +12,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from api import errors, openapi, responses, routes_commands, routes_queries, routes_ui, sse
+from api.auth import AuthMiddleware
+from service.api_keys import KeyStore
 from service.runtime import Runtime
 
 
@@ -52,6 +55,7 @@ def create_app(runtime: Runtime | None = None) -> Starlette:
         + routes_ui.ROUTES,
         exception_handlers=errors.HANDLERS,
         lifespan=lifespan,
+        middleware=[Middleware(AuthMiddleware, keys=KeyStore(runtime.store.engine))],
     )
     app.state.runtime = runtime
     app.state.openapi = openapi.document(ENDPOINTS)

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 Handler = Callable[[Request], Awaitable[Response]]
+PUBLIC_PATHS = ("/health", "/openapi.json")  # served without a key (api.auth)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ ERROR_SCHEMA = {
 
 ERROR_TEXT = {
     400: "malformed_json: the body is not JSON",
+    401: "unauthenticated: no API key, or an unknown or revoked one (WWW-Authenticate: Bearer)",
+    403: "forbidden: the key's scope does not allow this method",
     404: "session_not_found, node_not_found or not_found",
     409: "stale_version, agent_running, duplicate_node, ...",
     422: "invalid_request (schema) or a domain refusal (invalid_command, invalid_edge, ...)",
@@ -124,6 +127,11 @@ def _operation(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
         }
     codes = set(ep.errors) | {503}  # any route may find the database locked
+    if ep.path not in PUBLIC_PATHS:  # api.auth: a key, of a scope the method needs
+        codes |= {401, 403}
+        op["security"] = [{"bearer": []}]
+    else:
+        op["security"] = []
     if params and params[0]["in"] == "path":
         codes.add(404)
     if ep.body is not None:
@@ -154,5 +162,15 @@ def document(endpoints: Iterable[Endpoint], version: str = "0.1.0") -> dict[str,
             "exactly what the model is fed on each call, and why.",
         },
         "paths": paths,
-        "components": {"schemas": components},
+        "components": {
+            "schemas": components,
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "an API key from `ctxstore keys create`; a server whose store "
+                    "has no key yet serves loopback clients without one",
+                }
+            },
+        },
     }

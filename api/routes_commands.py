@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from api import responses as r
 from api import schemas as s
+from api.auth import tenant_of
 from api.openapi import Endpoint
 from service.runtime import Runtime
 
@@ -26,8 +27,12 @@ def _runtime(request: Request) -> Runtime:
 
 
 async def _execute(request: Request, command: str, *args: Any, **kwargs: Any) -> Any:
-    """``runtime.execute`` in a worker thread: every runtime call blocks on SQL."""
-    return await run_in_threadpool(_runtime(request).execute, command, *args, **kwargs)
+    """``runtime.execute`` in a worker thread: every runtime call blocks on SQL.
+
+    The caller's tenant goes with every command (``api.auth``).
+    """
+    return await run_in_threadpool(_runtime(request).execute, command, *args,
+                                   tenant=tenant_of(request), **kwargs)  # fmt: skip
 
 
 def _reply(http_status: int, session_id: Any, version: Any, /, **result: Any) -> JSONResponse:
@@ -170,7 +175,8 @@ async def declare_tools(request: Request) -> Response:
 async def compact(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Compact)
-    result = await run_in_threadpool(_runtime(request).compact, sid, **_args(body))
+    result = await run_in_threadpool(_runtime(request).compact, sid, tenant=tenant_of(request),
+                                     **_args(body))  # fmt: skip
     if isinstance(result, tuple):  # (result, version), like the CtxStore commands
         result, version = result
         result = result if isinstance(result, dict) else {"summary_id": result}

@@ -27,6 +27,7 @@ from starlette.responses import Response, StreamingResponse
 
 from api import responses as r
 from api import schemas as s
+from api.auth import tenant_of
 from api.openapi import Endpoint
 from service.runtime import Runtime
 
@@ -45,14 +46,15 @@ def frame(event: str, data: Any, event_id: int | None = None) -> str:
 State = tuple[int, dict[str, Any], list[dict[str, Any]], int]
 
 
-def _state(runtime: Runtime, sid: str, after: int = 0) -> State:
+def _state(runtime: Runtime, sid: str, tenant: str, after: int = 0) -> State:
     """Position first: anything applied after it is caught by the next poll.
 
     The timeline part is the entries after log position ``after``, and the
-    position of the last of them, which the next poll starts from.
+    position of the last of them, which the next poll starts from.  Every
+    read is the caller's ``tenant``'s (``api.auth``).
     """
     position = runtime.position()
-    return (position, runtime.occupancy(sid)) + runtime.timeline_after(sid, after)
+    return (position, runtime.occupancy(sid, tenant)) + runtime.timeline_after(sid, after, tenant)
 
 
 async def _frames(
@@ -71,7 +73,7 @@ async def _frames(
             now = await run_in_threadpool(runtime.position)
             if now != position:
                 position, occupancy, added, seen_upto = await run_in_threadpool(
-                    _state, runtime, sid, seen_upto
+                    _state, runtime, sid, tenant_of(request), seen_upto
                 )
                 if occupancy != sent_occupancy:
                     sent_occupancy = occupancy
@@ -96,7 +98,7 @@ async def stream(request: Request) -> Response:
     q = s.parse_query(request, s.StreamQuery)
     runtime: Runtime = request.app.state.runtime
     # Loaded before the response starts, so an unknown session is a plain 404.
-    first = await run_in_threadpool(_state, runtime, sid)
+    first = await run_in_threadpool(_state, runtime, sid, tenant_of(request))
     return StreamingResponse(
         _frames(request, runtime, sid, q, first),
         media_type="text/event-stream",
