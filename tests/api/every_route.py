@@ -8,6 +8,7 @@ shape, so the request reaches the domain rather than stopping at the schema.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,3 +77,24 @@ def session_routes() -> list[Endpoint]:
 def naming_another_session() -> list[Endpoint]:
     """Routes that name a second session in the body (attach's source, merge's peer)."""
     return [ep for ep in ENDPOINTS if ep.path in (f"{S}/attach", f"{S}/merge")]
+
+
+def nowhere(ids: Ids) -> Ids:
+    """Ids that exist nowhere, equal where ``ids`` are equal (a session named twice)."""
+    fake: dict[str, str] = {}
+
+    def of(value: str, make: str) -> str:
+        return fake.setdefault(value, make)
+
+    return Ids(of(ids.sid, str(uuid.uuid4())), of(ids.nid, f"nowhere-{len(fake)}"),
+               of(ids.cid, uuid.uuid4().hex), of(ids.src, str(uuid.uuid4())),
+               of(ids.src_nid, f"nowhere-{len(fake)}"))  # fmt: skip
+
+
+def answer(response: httpx.Response, ids: Ids) -> tuple[int, str, str]:
+    """Status, code and message, with the ids the request named written generically."""
+    error = response.json().get("error", {})
+    message = str(error.get("message"))
+    for name in ("sid", "src", "cid", "nid", "src_nid"):
+        message = message.replace(getattr(ids, name), f"<{name}>")
+    return response.status_code, str(error.get("code")), message

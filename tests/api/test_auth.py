@@ -8,7 +8,6 @@ answers, on every route, and nothing is stored.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +17,15 @@ from starlette.testclient import TestClient
 from api.app import ENDPOINTS, create_app
 from api.client import Client, NotFound
 from service.api_keys import KeyStore
-from tests.api.every_route import Ids, call, naming_another_session, private, session_routes
+from tests.api.every_route import (
+    Ids,
+    answer,
+    call,
+    naming_another_session,
+    nowhere,
+    private,
+    session_routes,
+)
 
 # ------------------------------------------------------------------ helpers
 
@@ -64,19 +71,6 @@ class Tenant:
 @pytest.fixture
 def two(client: TestClient, keys: KeyStore) -> tuple[Tenant, Tenant]:
     return Tenant(client, keys, "acme"), Tenant(client, keys, "globex")
-
-
-def nowhere() -> Ids:
-    return Ids(str(uuid.uuid4()), "no-such-node", "0" * 32, str(uuid.uuid4()), "no-such-node")
-
-
-def answer(response: Any, ids: Ids) -> tuple[int, str, str]:
-    """Status, code and message, with the ids the request named written generically."""
-    error = response.json().get("error", {})
-    message = str(error.get("message"))
-    for name in ("sid", "src", "cid", "nid", "src_nid"):
-        message = message.replace(getattr(ids, name), f"<{name}>")
-    return response.status_code, str(error.get("code")), message
 
 
 def versions(runtime: Any, *sids: str) -> list[int]:
@@ -157,7 +151,8 @@ def test_another_tenants_session_is_not_found_on_every_route(
 ) -> None:
     acme, globex = two
     before = versions(runtime, globex.sid, globex.branch)
-    theirs, unknown = globex.ids(), nowhere()
+    theirs = globex.ids()
+    unknown = nowhere(theirs)
     routes = session_routes()
     assert len(routes) >= 30
     for ep in routes:

@@ -30,29 +30,9 @@ from starlette.testclient import TestClient
 from api.app import ENDPOINTS, create_app
 from domain.errors import NotFound
 from service.api_keys import SCOPES, KeyStore
-from tests.api.every_route import Ids, call, session_routes
+from tests.api.every_route import Ids, answer, call, nowhere, session_routes
 
 TENANTS = ("a", "b")
-
-
-def _nowhere(ids: Ids) -> Ids:
-    """Ids that exist nowhere, equal where ``ids`` are equal (a session named twice)."""
-    fake: dict[str, str] = {}
-
-    def of(value: str, make: str) -> str:
-        return fake.setdefault(value, make)
-
-    return Ids(of(ids.sid, str(uuid.uuid4())), of(ids.nid, f"nowhere-{len(fake)}"),
-               of(ids.cid, uuid.uuid4().hex), of(ids.src, str(uuid.uuid4())),
-               of(ids.src_nid, f"nowhere-{len(fake)}"))  # fmt: skip
-
-
-def _answer(response: Any, ids: Ids) -> tuple[int, str, str]:
-    error = response.json().get("error", {})
-    message = str(error.get("message"))
-    for name in ("sid", "src", "cid", "nid", "src_nid"):
-        message = message.replace(getattr(ids, name), f"<{name}>")
-    return response.status_code, str(error.get("code")), message
 
 
 def test_two_tenants_never_see_each_others_data(runtime: Any) -> None:
@@ -221,9 +201,9 @@ def test_two_tenants_never_see_each_others_data(runtime: Any) -> None:
                         assert r.status_code == 403, r.text
                         continue
                     assert r.status_code == 404, (ep.path, r.text)
-                    nowhere = _nowhere(theirs)
-                    assert _answer(r, theirs) == _answer(call(client, ep, nowhere, secret),
-                                                         nowhere), ep.path  # fmt: skip
+                    fake = nowhere(theirs)
+                    assert answer(r, theirs) == answer(call(client, ep, fake, secret),
+                                                       fake), ep.path  # fmt: skip
                     if ep.path.endswith(("/attach", "/merge")) and scope != "read":
                         # from one's own session, naming the other's
                         crossing = Ids(mine.sid, mine.nid, mine.cid, theirs.sid, theirs.nid)
