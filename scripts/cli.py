@@ -3,7 +3,7 @@
     ctxstore serve   [--host 127.0.0.1] [--port 8000] [--workers 1] [--db URL]
     ctxstore demo    [--host] [--port] [--db URL]   # migrate, import the sample, serve
     ctxstore migrate [--db URL]
-    ctxstore import  FILE.jsonl [--db URL]           # prints the new session id
+    ctxstore import  FILE.jsonl [--tenant T] [--db URL]  # prints the new session id
     ctxstore export  SESSION_ID [--db URL] [--out FILE]
     ctxstore replay  SESSION_ID --to VERSION [--render neutral|openai|anthropic] [--db URL]
     ctxstore worker  [--db URL] [--interval 0.5]     # projections as their own process
@@ -117,7 +117,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    print(transcript.import_file(_url(args), args.file))
+    print(transcript.import_file(_url(args), args.file, args.tenant))
     return 0
 
 
@@ -352,8 +352,10 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "serve":
             p.add_argument("--workers", type=_positive, default=1)
     command("migrate", cmd_migrate, "alembic upgrade head for the projection tables")
-    command("import", cmd_import, "import a JSONL transcript; prints the session id"
-            ).add_argument("file", metavar="FILE.jsonl")  # fmt: skip
+    p = command("import", cmd_import, "import a JSONL transcript; prints the session id")
+    p.add_argument("file", metavar="FILE.jsonl")
+    p.add_argument("--tenant", default=None, help="the tenant that owns the new session "
+                   "(default: an export's own, else 'default')")  # fmt: skip
     p = command("export", cmd_export, "a session's events as JSONL, one per line")
     p.add_argument("session_id", metavar="SESSION_ID")
     p.add_argument("--out", metavar="FILE", help="write here instead of stdout")

@@ -145,8 +145,11 @@ HANDLERS: dict[str, Callable[[Replayer, JSON, datetime], Any]] = {
 }
 
 
-def import_export(app: CtxStore, records: list[JSON]) -> UUID:
-    """The exported session, recreated under a new id in one write; its id."""
+def import_export(app: CtxStore, records: list[JSON], tenant: str | None = None) -> UUID:
+    """The exported session, recreated under a new id in one write; its id.
+
+    It belongs to ``tenant``, else to the tenant it was exported from.
+    """
     head, *rest = records
     started = head["data"]
 
@@ -165,7 +168,7 @@ def import_export(app: CtxStore, records: list[JSON]) -> UUID:
         sid, _ = app.import_session(
             started.get("title") or "", started["model"], started.get("context_window"),
             datetime.fromisoformat(head["timestamp"]), build,
-            branched_from=started.get("branched_from"), tenant=started.get("tenant"),
+            branched_from=started.get("branched_from"), tenant=tenant or started.get("tenant"),
         )  # fmt: skip
     except DomainError as exc:
         if "line" in exc.details:

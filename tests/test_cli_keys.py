@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -50,3 +51,30 @@ def test_bad_input_exits_2(capsys: pytest.CaptureFixture[str], store_url: str) -
                store_url)[0] == 2  # fmt: skip
     status, _, err = run(capsys, "keys", "revoke", "nope", "--db", store_url)
     assert status == 2 and "not_found" in err
+
+
+def test_import_into_a_tenant(capsys: pytest.CaptureFixture[str], store_url: str,
+                              tmp_path: Path) -> None:  # fmt: skip
+    from domain.application import CtxStore
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"type": "session", "title": "t", "model": "openai:gpt-4o"}\n'
+                    '{"type": "node", "role": "user", "input": "hi"}\n')  # fmt: skip
+    status, out, err = run(capsys, "import", str(path), "--tenant", "acme", "--db", store_url)
+    assert status == 0, err
+    sid = out.strip()
+    exported = tmp_path / "e.jsonl"
+    assert run(capsys, "export", sid, "--db", store_url, "--out", str(exported))[0] == 0
+    plain = run(capsys, "import", str(path), "--db", store_url)[1].strip()
+    app = CtxStore(url=store_url)
+    try:
+        assert [app.session(s).tenant for s in (sid, plain)] == ["acme", "default"]
+    finally:
+        app.close()
+    elsewhere = f"sqlite:///{tmp_path}/elsewhere.db"  # an export keeps its tenant
+    again = run(capsys, "import", str(exported), "--db", elsewhere)[1].strip()
+    app = CtxStore(url=elsewhere)
+    try:
+        assert app.session(again).tenant == "acme"
+    finally:
+        app.close()
