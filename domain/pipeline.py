@@ -135,6 +135,8 @@ def sync_pins(ctx: WorkingContext, pinned: set[str]) -> None:
     for item_id in pinned - ctx.pin_locked:
         item = ctx.items.get(item_id)
         if item is not None and not item.locked:
+            if item.dedup_of is not None:  # a pin keeps the result itself, not a pointer
+                ctx.unrefer(item)
             ctx.set_locked(item, True)
 
 
@@ -156,7 +158,10 @@ def run_rules(ctx: WorkingContext, session: SessionLike, now: float) -> StepResu
     """The rules, in order, on a context whose items are in place."""
     budget = budget_of(ctx, session)
     run_batched_rules(ctx, budget, now)
-    over = guard_window(ctx, budget) if ctx.policy.generation >= 2 else None
+    recount = (
+        (lambda: tool_tokens(ctx, session.tools)) if ctx.policy.drop_summarized_tools else None
+    )
+    over = guard_window(ctx, budget, recount) if ctx.policy.generation >= 2 else None
     return StepResult(summary_request(ctx, budget), over)
 
 

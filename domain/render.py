@@ -142,9 +142,12 @@ def render_commit(commit: ContextCommit, drop_summarized_tools: bool = False) ->
                 system_parts.append(item.rendered)
         elif item.role == "tool":
             conversation.tool(item)
-        elif item.role == "assistant" or item.role == "summary":
+        elif item.role == "assistant":
             conversation.say("assistant", item.rendered, item.blocks)
-        else:  # user messages and attach markers
+        else:  # user messages, summaries and attach markers
+            # A summary is context given to the model, not its own words: said
+            # as the assistant's, one that folded the last turn would end the
+            # request on an assistant turn, which Anthropic takes as a prefill.
             conversation.say("user", item.rendered, item.blocks)
     conversation.flush()
     tools = request_tools(commit, drop_summarized_tools)

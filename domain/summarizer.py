@@ -10,6 +10,7 @@ again.  ``ExtractiveSummarizer`` is the offline, deterministic default;
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -23,8 +24,16 @@ MAX_LINE_CHARS = 160  # one item never crowds out the others
 ROLE_ORDER = {"user": 0, "assistant": 1, "tool": 2}
 
 
+log = logging.getLogger("ctxstore.summarizer")
+
+
 class SummarizerError(RuntimeError):
-    """The summarizer could not produce a summary (unreachable, bad answer, ...)."""
+    """The summarizer could not produce a summary (unreachable, bad answer, ...).
+
+    Its message reaches API clients, so it never holds the summarizer's URL
+    (which may carry credentials) nor what the upstream server answered:
+    those are logged here, on the server.
+    """
 
 
 @runtime_checkable
@@ -86,6 +95,10 @@ class ExtractiveSummarizer:
             role = str(item.get("role") or "item")
             counts[role] = counts.get(role, 0) + 1
             rendered = item.get("rendered")
+            if role == "summary":  # a summary being folded again: its own lines carry on
+                lines.extend(line for line in str(rendered or "").splitlines()
+                             if line.startswith("- "))  # fmt: skip
+                continue
             if role == "tool":
                 line = _first_line(rendered)
                 tool = str(item.get("name") or "tool")
@@ -103,17 +116,24 @@ class ExtractiveSummarizer:
 
 
 def _cap(lines: list[str], max_chars: int) -> str:
-    """Join whole lines up to ``max_chars``; say how many were left out."""
+    """The header and the latest whole lines up to ``max_chars``; say how many went.
+
+    The latest, because a summary that folds an earlier summary lists that
+    one's lines first: keeping the first lines would keep the oldest forever
+    and never take in anything new.
+    """
     text = "\n".join(lines)
     if len(text) <= max_chars:
         return text
-    kept = [lines[0]]
-    for i, line in enumerate(lines[1:], start=1):
-        marker = f"\n[... {len(lines) - i - 1} more]"
-        if len("\n".join([*kept, line])) + len(marker) > max_chars:
+    header, body = lines[0], lines[1:]
+    kept: list[str] = []
+    for line in reversed(body):
+        marker = f"[... {len(body) - len(kept) - 1} earlier]"
+        if len("\n".join([header, marker, line, *kept])) > max_chars:
             break
-        kept.append(line)
-    return ("\n".join(kept) + f"\n[... {len(lines) - len(kept)} more]")[:max_chars]
+        kept.insert(0, line)
+    marker = f"[... {len(body) - len(kept)} earlier]"
+    return "\n".join([header, marker, *kept])[:max_chars]
 
 
 def _clip(text: str, limit: int = MAX_LINE_CHARS) -> str:
@@ -199,11 +219,14 @@ class OpenAICompatibleSummarizer:
                 self.url, json=self.request_body(items), headers=headers, timeout=self.timeout
             )
         except httpx.HTTPError as exc:
-            raise SummarizerError(f"summarizer request to {self.url} failed: {exc}") from exc
-        if response.status_code != 200:
+            log.warning("summarizer request to %s failed: %s", redacted(self.url), exc)
             raise SummarizerError(
-                f"summarizer answered {response.status_code}: {response.text[:200]}"
-            )
+                f"summarizer request to {redacted(self.url)} failed ({type(exc).__name__})"
+            ) from None
+        if response.status_code != 200:
+            log.warning("summarizer at %s answered %s: %s", redacted(self.url),
+                        response.status_code, response.text[:500])  # fmt: skip
+            raise SummarizerError(f"summarizer answered HTTP {response.status_code}")
         try:
             content = response.json()["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
@@ -211,6 +234,12 @@ class OpenAICompatibleSummarizer:
         if not isinstance(content, str) or not content.strip():
             raise SummarizerError("summarizer returned an empty summary")
         return content.strip()
+
+
+def redacted(url: str) -> str:
+    """``url`` without user, password, query or fragment (where credentials hide)."""
+    parts = httpx.URL(url)
+    return str(parts.copy_with(username=None, password=None, query=None, fragment=None))
 
 
 def for_session(summarizer: Summarizer, compaction: Mapping[str, Any] | None) -> Summarizer:

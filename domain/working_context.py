@@ -90,7 +90,10 @@ class WorkingContext:
     # source node id -> how many items hold it (attach and merge bring in only
     # what the target lacks)
     sources: dict[str, int] = field(default_factory=dict)
-    results: dict[str, str] = field(default_factory=dict)  # result_key -> the item first seen
+    # result_key -> (ord, item id) of every item showing that result in full,
+    # oldest first: the oldest is what a new equal result refers to, and when
+    # it stops showing it the next one takes over, as a cold start would find
+    results: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     dedups: dict[str, list[str]] = field(default_factory=dict)  # original -> items that refer to it
     # Per step only (cleared by ``end_step``): items no rule may change in this
     # commit (a merge's base block), items added by it, and whether anything
@@ -158,7 +161,7 @@ class WorkingContext:
         if item.dedup_of is not None:
             self.dedups.setdefault(item.dedup_of, []).append(item.item_id)
         elif item.role == "tool" and item.state == "full" and item.has_result:
-            self.results.setdefault(result_key(item), item.item_id)
+            self._hold_result(item)
 
     def holds(self, source_node_id: str | None) -> bool:
         """Whether some item here (in any state) already stands for that node."""
@@ -222,10 +225,24 @@ class WorkingContext:
         self.changed.discard(item_id)
         self.removed.add(item_id)
 
+    def result_holder(self, item: Item) -> str | None:
+        """The oldest item showing ``item``'s result in full, if any."""
+        holders = self.results.get(result_key(item))
+        return holders[0][1] if holders else None
+
+    def _hold_result(self, item: Item) -> None:
+        bisect.insort(self.results.setdefault(result_key(item), []), (item.ord, item.item_id))
+
     def _forget_result(self, item: Item) -> None:
         """``item`` no longer shows its full result: it can no longer be referred to."""
-        if item.role == "tool" and self.results.get(result_key(item)) == item.item_id:
-            del self.results[result_key(item)]
+        if item.role != "tool":
+            return
+        key = result_key(item)
+        holders = self.results.get(key, [])
+        if (item.ord, item.item_id) in holders:
+            holders.remove((item.ord, item.item_id))
+            if not holders:
+                del self.results[key]
 
     def _hide(self, ord_: int) -> None:
         index = bisect.bisect_left(self.visible_ords, ord_)
@@ -303,6 +320,7 @@ class WorkingContext:
 
     def refer(self, item: Item, original: Item, rendered: str) -> None:
         """Show a fresh ``item`` as a reference to ``original``'s equal result."""
+        self._forget_result(item)
         item.rendered, item.dedup_of, item.blocks = rendered, original.item_id, None
         self.retoken(item, tokens_of(item, self.policy))
         self.dedups.setdefault(original.item_id, []).append(item.item_id)
@@ -313,19 +331,27 @@ class WorkingContext:
             item = self.items.get(item_id)
             if item is None or item.dedup_of != original.item_id:
                 continue
-            item.dedup_of = None
-            if item.state != "full":
-                continue
-            item.rendered, item.blocks = original.rendered, original.blocks
-            self.retoken(item, tokens_of(item, self.policy))
-            self.results.setdefault(result_key(item), item.item_id)
-            self.audit(
-                item,
-                "full",
-                "full",
-                "dedup",
-                f"{original.item_id} no longer shows this result in full: shown again",
-            )
+            self._show_again(item, original, f"{original.item_id} no longer shows it in full")
+
+    def unrefer(self, item: Item) -> None:
+        """Show a reference's result in full again, before a pin locks it as it is.
+
+        Audited as the pin's doing: the pin is what asked for the item as it is.
+        """
+        original = self.items.get(item.dedup_of or "")
+        if original is None:
+            return
+        self.dedups[original.item_id].remove(item.item_id)
+        self._show_again(item, original, "pinned", "pin")
+
+    def _show_again(self, item: Item, original: Item, why: str, rule: str = "dedup") -> None:
+        item.dedup_of = None
+        if item.state != "full":
+            return
+        item.rendered, item.blocks = original.rendered, original.blocks
+        self.retoken(item, tokens_of(item, self.policy))
+        self._hold_result(item)
+        self.audit(item, "full", "full", rule, f"{why}: result shown in full again")
 
     def set_state(self, item: Item, to_state: str, rule: str, inputs: str) -> None:
         """The one way an item's state changes: tighten-only, audited."""

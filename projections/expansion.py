@@ -18,15 +18,28 @@ Before generation 2 the base block stayed locked for good.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Container
+from typing import Protocol
 
 from domain.context import STATE_ORDER, Item
 from domain.tokens import item_tokens
 from domain.working_context import WorkingContext, tokens_of
 from projections.records import NodeRow
 
-if TYPE_CHECKING:
-    from projections.projector import Projector
+
+class Commits(Protocol):
+    """What expanding needs of the projector: other commits' items, found by head.
+
+    A protocol, not the ``Projector`` itself, so this module does not import
+    the module that imports it.
+    """
+
+    @property
+    def commits(self) -> Container[str]: ...
+
+    def commit_at(self, session_id: str, node_id: str) -> str | None: ...
+
+    def items_of(self, commit_id: str) -> list[Item]: ...
 
 
 def _marker(node: NodeRow, suffix: str, text: str, key: str, at: float, ord_: int) -> Item:
@@ -70,7 +83,7 @@ def _shown_in_full(item: Item, by_id: dict[str, Item]) -> Item:
     return full
 
 
-def expand_attach(projector: Projector, ctx: WorkingContext, node: NodeRow) -> None:
+def expand_attach(projector: Commits, ctx: WorkingContext, node: NodeRow) -> None:
     source = node.meta["source_session"]
     head = node.meta["source_head"]
     key = f"{source}:{head}"
@@ -126,7 +139,7 @@ def _adopt_tighter(ctx: WorkingContext, peers: list[tuple[str, list[Item]]]) -> 
                           f"{item.state}")  # fmt: skip
 
 
-def merge_peers(projector: Projector, ctx: WorkingContext, peer_commits: list[str]) -> None:
+def merge_peers(projector: Commits, ctx: WorkingContext, peer_commits: list[str]) -> None:
     peers = [(commit_id, projector.items_of(commit_id)) for commit_id in peer_commits]
     _adopt_tighter(ctx, peers)
     v2 = ctx.policy.generation >= 2
@@ -149,6 +162,10 @@ def merge_peers(projector: Projector, ctx: WorkingContext, peer_commits: list[st
                                                   and i.item_id in wanted
                                                   and i.item_id not in ctx.items}  # fmt: skip
             chosen = [i for i in items if i.item_id in keep]
+            # a block whose every item is held here already brings nothing:
+            # not even its open and close markers
+            staged = {i.attached_from for i in chosen if i.role != "marker"}
+            chosen = [i for i in chosen if i.role != "marker" or i.attached_from in staged]
         for item in chosen:
             if item.attached_from:  # a source the base (or an earlier peer) staged: once
                 owner = owners.setdefault(item.attached_from, _expansion(item))

@@ -167,19 +167,49 @@ def dag(projector: Projector, session_id: str) -> dict[str, Any]:
             "pinned": session.pinned, "nodes": out}  # fmt: skip
 
 
-def _parts(projector: Projector, session: SessionRow, policy_of: Callable[[str], Policy],
-           ) -> tuple[Budget, dict[str, int], CommitMeta | None]:  # fmt: skip
+def _parts(
+    projector: Projector,
+    session: SessionRow,
+    policy_of: Callable[[str], Policy],
+    commit_id: str | None = None,
+) -> tuple[Budget, dict[str, int], CommitMeta | None]:
     """The head's budget and what its items use of it, as the rules count them.
 
     The policy is the one the head commit was made under (``policy_of`` its
     ``rules_version``), so /budget and /occupancy quote the numbers the rules
     acted on, tool definitions included as the render step lists them.
     """
-    commit_id = head_commit_id(projector, session)
+    commit_id = commit_id or head_commit_id(projector, session)
     meta = projector.commits[commit_id] if commit_id else None
     items = projector.items_of(commit_id) if commit_id else []
     split, used = measure(items, session, policy_of(meta.rules_version if meta else ""))
     return split, used, meta
+
+
+def window_fit(projector: Projector, session: SessionRow, policy_of: Callable[[str], Policy],
+               commit_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """Whether a commit's request fits the session's window *now*.
+
+    A commit records whether it fitted the window it was made under; a
+    checkout (or a branch) can later show an older commit under a smaller
+    model's window, and nothing re-runs at a checkout, so the reads check
+    again against today's window and say so.
+    """
+    return _fit(*_parts(projector, session, policy_of, commit_id))
+
+
+def _fit(split: Budget, used: dict[str, int], meta: CommitMeta | None) -> dict[str, Any]:
+    limit = split.window - split.output_reserve
+    request = used["system"] + used["tools"] + used["history"]
+    stored = meta.over_window if meta else None
+    if request <= limit:
+        return {"over_window": False, "shortfall": 0, "reason": None}
+    if stored is not None and stored["shortfall"] == request - limit:
+        return {"over_window": True, "shortfall": stored["shortfall"], "reason": stored["reason"]}
+    reason = (f"this commit was made under another window: its request needs {request} "
+              f"tokens > limit {limit} of the current model; nothing re-runs at a "
+              f"checkout: append a node or compact to fit it again")  # fmt: skip
+    return {"over_window": True, "shortfall": request - limit, "reason": reason}
 
 
 def budget(projector: Projector, session_id: str,
@@ -188,7 +218,7 @@ def budget(projector: Projector, session_id: str,
     session = session_row(projector, session_id)
     window, source = window_for(session.model, session.context_window)
     split, used, meta = _parts(projector, session, policy_of)
-    over = meta.over_window if meta else None
+    fit = _fit(split, used, meta)
     return {
         "window": window, "window_source": source, "system": split.system,
         "tools": split.tools, "output_reserve": split.output_reserve,
@@ -197,8 +227,8 @@ def budget(projector: Projector, session_id: str,
         "status": split.status(used["history"]), "model": session.model,
         "limit": split.window - split.output_reserve,
         "request_tokens": used["system"] + used["tools"] + used["history"],
-        "over_window": bool(over), "shortfall": over["shortfall"] if over else 0,
-        "over_window_reason": over["reason"] if over else None,
+        "over_window": fit["over_window"], "shortfall": fit["shortfall"],
+        "over_window_reason": fit["reason"],
         "commit_id": meta.commit_id if meta else None,
     }  # fmt: skip
 

@@ -255,7 +255,7 @@ def _key_store(url: str) -> Any:
     from service.api_keys import KeyStore
 
     _reachable(url)
-    _migrate(url)  # the key table comes with revision 0007
+    _migrate(url)  # the key table comes with revision 0009
     return KeyStore(create_engine(sqlalchemy_url(url)))
 
 

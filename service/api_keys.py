@@ -2,7 +2,7 @@
 
 The ``ctx_api_keys`` table is NOT a projection of events.  A key is created
 and revoked by the ``ctxstore keys`` command line, never by a domain event,
-so nothing could rebuild it from the log: it is created by revision 0007
+so nothing could rebuild it from the log: it is created by revision 0009
 and kept out of ``projections.tables.PROJECTION_TABLES``, which is what
 ``rebuild`` empties and digests.
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from domain.call_ids import item_call_id
 from domain.context import Item
-from domain.working_context import WorkingContext, result_key, tokens_of
+from domain.working_context import WorkingContext, tokens_of
 
 MIN_SAVING = 32  # tokens: below this a reference is not worth the indirection
 
@@ -30,7 +30,7 @@ def dedup_result(ctx: WorkingContext, item: Item) -> None:
         return
     if item.role != "tool" or not item.has_result or item.state != "full" or item.locked:
         return
-    original_id = ctx.results.get(result_key(item))
+    original_id = ctx.result_holder(item)
     if original_id is None or original_id == item.item_id:
         return
     original = ctx.items[original_id]

@@ -77,6 +77,9 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
         threshold = min(threshold, target + WORTH_A_REQUEST)
     if used <= threshold:
         return None
+    v2 = ctx.policy.generation >= 2
+    if v2 and ctx.frozen:
+        return None  # a merge commit shows its base as it stood: the next commit asks
     tail = ctx.policy.tail_turns
     if len(ctx.assistant_ords) < tail:
         return None
@@ -112,7 +115,7 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
         for member in unit:
             if (member.state not in states or member.locked or member.is_anchor
                     or member.item_id in frozen):  # fmt: skip
-                break  # not foldable: the unit stays, and a run ends here
+                break  # not foldable: the unit stays
             tokens += member.tokens
         else:
             run.extend(unit)
@@ -124,10 +127,11 @@ def summary_request(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | Non
                 return _request(ids, folded, used, budget, ctx.policy)
             index = stop
             continue
-        if worth_folding(run):
-            break
-        run, folded = [], 0  # a lone summary: folding it again would gain nothing
         index = stop
+        if v2:
+            continue  # a pin or an anchor is stepped over: the run goes on past it
+        if run:
+            break  # before generation 2 a run ended at anything that could not fold
     if not worth_folding(run):
         return None
     return _request([item.item_id for item in run], folded, used, budget, ctx.policy)
@@ -152,8 +156,8 @@ def _request(
 def as_range(request: dict[str, Any]) -> dict[str, Any]:
     """A request as a commit stores it: the run by its two ends and its length.
 
-    The run is always a contiguous stretch of the visible (not summarized)
-    items in order, so its ends name it exactly.  Listing every id instead
+    The run is every foldable unit between its two ends (``with_item_ids``),
+    so its ends and its length name it exactly.  Listing every id instead
     cost about 8 KB per commit for as long as compaction did not run: half
     of all commit rows by size in a 10,000-node session.
     """
@@ -163,16 +167,31 @@ def as_range(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def with_item_ids(stored: dict[str, Any], items: Iterable[Item]) -> dict[str, Any]:
-    """The inverse of ``as_range``, given the items of the commit that made it."""
+    """The inverse of ``as_range``, given the items of the commit that made it.
+
+    The run is every foldable unit between its two ends, in order: an item,
+    or a whole attach block, that is not pinned and not an anchor.  What it
+    stepped over (generation 2 runs go on past pins and anchors) stays out;
+    before generation 2 a run had nothing to step over, so it reads the same.
+    """
     if "item_ids" in stored:  # rows written before the range form
         return {"item_ids": list(stored["item_ids"]), "tokens": stored["tokens"],
                 "reason": stored["reason"]}  # fmt: skip
     visible = sorted((i for i in items if i.state != "summarized"), key=lambda i: i.ord)
     ords = {i.item_id: i.ord for i in visible}
     first, last = ords.get(stored["first_item"]), ords.get(stored["last_item"])
-    ids = [] if first is None or last is None else [
-        i.item_id for i in visible if first <= i.ord <= last
-    ]  # fmt: skip
+    ids: list[str] = []
+    if first is not None and last is not None:
+        span = [i for i in visible if first <= i.ord <= last]
+        units: list[list[Item]] = []
+        for item in span:
+            if item.attached_from and units and units[-1][0].attached_from == item.attached_from:
+                units[-1].append(item)
+            else:
+                units.append([item])
+        ids = [m.item_id for unit in units
+               if all(m.state in FOLDABLE_V2 and not m.locked and not m.is_anchor for m in unit)
+               for m in unit]  # fmt: skip
     if len(ids) != stored["item_count"]:
         ends = f"{stored['first_item']}..{stored['last_item']}"
         raise LookupError(f"summary request {ends} names {stored['item_count']} items, "
@@ -189,8 +208,12 @@ def fold_summary(
     rule: str = "summarize",
     why: str = "",
     anchors: bool = False,
+    shorten: bool = False,
 ) -> Item | None:
     """Fold the covered, still-foldable items into one summary item.
+
+    ``shorten``: a lone summary folds too, into a shorter one (the window
+    guard's last step); otherwise refolding one summary alone is pointless.
 
     Generation 2 places the summary just after the run it covers (a summary of
     summaries would otherwise creep one position back per fold, into the
@@ -211,7 +234,7 @@ def fold_summary(
         if block and not all(b.item_id in wanted and foldable(b, ctx, anchors) for b in block):
             continue
         chosen.append(item)
-    if not worth_folding(chosen) and (ctx.policy.generation >= 2 or not chosen):
+    if not chosen or (not shorten and not worth_folding(chosen) and ctx.policy.generation >= 2):
         return None
     prefixed = f"[Summary] {text}"
     v2 = ctx.policy.generation >= 2

@@ -85,10 +85,14 @@ def passed_tools(ctx: WorkingContext) -> list[Item]:
 
 
 def age_tools(ctx: WorkingContext) -> None:
-    """Without batching: age what the boundary passed, now."""
-    for item in passed_tools(ctx):
-        if eligible(ctx, item):
-            age_item(ctx, item, ctx.turns_after(item.ord))
+    """Without batching: age what the boundary passed, now.
+
+    A tool frozen in this commit (a merge's base) waits for the next one, as
+    a context rebuilt from the stored rows would find it, still full, behind
+    the boundary.
+    """
+    for item in due_tools(ctx):
+        age_item(ctx, item, ctx.turns_after(item.ord))
 
 
 def due_tools(ctx: WorkingContext) -> list[Item]:

@@ -9,13 +9,15 @@ tool definitions + history, counted as ``/budget`` counts) is still over
 the limit, the guard folds without an LLM, with the deterministic
 extractive summarizer, in this order, each step only while still over:
 
-1. fold the oldest foldable runs outside the tail window (earlier summaries
-   included, so folds nest), down to ``summary_target`` of the history
-   budget, so the next turns have room and the prefix stays put a while;
+1. fold the oldest foldable items outside the tail window into one summary
+   (earlier summaries included, so folds nest; pins and system prompts
+   stepped over, left where they are), down to ``summary_target`` of the
+   history budget, so the next turns have room and the prefix stays put;
 2. age the tool results in the tail window, oldest first;
 3. clear aged items, oldest first;
 4. fold the tail window too, oldest first (even the newest turn);
-5. fold the first user message, the one anchor a rule may touch.
+5. fold the first user message, the one anchor a rule may touch;
+6. cut the one summary left down to the room there is.
 
 Pinned items, system prompts and tool definitions are never touched.  If
 they alone do not fit, the commit says so: ``over_window`` with the limit,
@@ -32,7 +34,7 @@ from typing import Any
 from domain.budget import Budget
 from domain.context import Item
 from domain.rules.idle_clearing import clear
-from domain.rules.summarize import fold_summary, foldable_states
+from domain.rules.summarize import fold_summary, foldable_states, worth_folding
 from domain.rules.tool_aging import agable, age_item
 from domain.summarizer import ExtractiveSummarizer
 from domain.working_context import WorkingContext
@@ -40,15 +42,22 @@ from domain.working_context import WorkingContext
 RULE = "window_guard"
 SUMMARIZER = ExtractiveSummarizer()
 SUMMARY_ALLOWANCE = 400  # tokens a fold's own summary may take (1,200 chars at most)
+MIN_SUMMARY_TOKENS = 30  # a summary cut to its header line and a marker still takes about this
 
 
-def guard_window(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | None:
-    """Bring the request within the limit; the over-window record if it cannot be."""
+def guard_window(ctx: WorkingContext, budget: Budget,
+                 tools: Callable[[], int] | None = None) -> dict[str, Any] | None:  # fmt: skip
+    """Bring the request within the limit; the over-window record if it cannot be.
+
+    ``tools`` counts the tool definitions again as folds go (a policy that
+    drops summarized tools' definitions shrinks them); without it they stay
+    as the budget counted them.
+    """
     limit = budget.window - budget.output_reserve
-    fixed = budget.tools
+    count_tools = tools or (lambda: budget.tools)
 
     def used() -> int:
-        return ctx.total_tokens + fixed  # system items are part of the total
+        return ctx.total_tokens + count_tools()  # system items are part of the total
 
     if used() <= limit:
         return None
@@ -56,7 +65,7 @@ def guard_window(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | None:
     why = f"; request {before} tokens > limit {limit} (window {budget.window} - reserve " \
           f"{budget.output_reserve})"  # fmt: skip
     tail = ctx.tail_boundary()
-    target = fixed + ctx.system_tokens + int(budget.history * ctx.policy.summary_target)
+    target = count_tools() + ctx.system_tokens + int(budget.history * ctx.policy.summary_target)
     _fold(ctx, lambda: used() - target, why, before_ord=tail if tail is not None else -1)
     if used() > limit:
         for item in ctx.in_order():
@@ -76,17 +85,41 @@ def guard_window(ctx: WorkingContext, budget: Budget) -> dict[str, Any] | None:
         _fold(ctx, lambda: used() - limit, why)
     if used() > limit:
         _fold(ctx, lambda: used() - limit, why, anchors=True)
+    if used() > limit:
+        _shrink_summary(ctx, limit - used(), why)
     if used() <= limit:
         return None
-    return _over(ctx, budget, limit, used())
+    return _over(ctx, count_tools(), limit, used())
+
+
+def _shrink_summary(ctx: WorkingContext, room: int, why: str) -> None:
+    """6. Fold the one summary left into a shorter one that fits, if one can.
+
+    After step 5 only pins, system prompts and one summary remain: if the
+    pins alone fit, the summary is what is over, so it gives way to one cut
+    to the room left (down to its header line) rather than the commit
+    saying it cannot fit.
+    """
+    loose = [i for i in ctx.iter_visible() if i.state == "summary" and not i.locked
+             and i.attached_from is None]  # fmt: skip
+    if len(loose) != 1:
+        return
+    summary = loose[0]
+    budget = summary.tokens + room  # what the summary may take to fit: room is negative
+    if budget < MIN_SUMMARY_TOKENS:
+        return
+    chars = max(40, budget * 2)  # about 2 characters a token, at worst, for these lines
+    _fold_run(ctx, [summary], why, True, ExtractiveSummarizer(chars), shorten=True)
 
 
 def _fold(ctx: WorkingContext, need: Callable[[], int], why: str, before_ord: int | None = None,
           anchors: bool = False) -> None:  # fmt: skip
-    """Fold runs of foldable units, oldest first, while ``need()`` is positive.
+    """Fold the oldest foldable units into one summary, while ``need()`` is positive.
 
-    A unit is one item or a whole attach block; a run ends at anything that
-    may not fold (a pin, a system prompt, an anchor) and at ``before_ord``.
+    A unit is one item or a whole attach block.  What may not fold (a pin, a
+    system prompt, an anchor, a block a pin holds) is stepped over, not a
+    wall: pins every few turns must not leave a summary per gap, none of
+    which could fold again.  The run stops at ``before_ord`` (the tail).
     """
     states = foldable_states(ctx.policy)
 
@@ -95,59 +128,61 @@ def _fold(ctx: WorkingContext, need: Callable[[], int], why: str, before_ord: in
         return (item.state in states and not item.locked and not own_system
                 and (anchors or not item.is_anchor))  # fmt: skip
 
-    run: list[Item] = []
-    gathered = 0
-    visible = list(ctx.iter_visible())
-    index = 0
-    while index < len(visible) and need() > 0:
-        item = visible[index]
-        stop = index + 1
-        if item.attached_from:
-            while stop < len(visible) and visible[stop].attached_from == item.attached_from:
-                stop += 1
-        unit = visible[index:stop]
-        outside = before_ord is None or unit[-1].ord < before_ord
-        if outside and all(may_fold(member) for member in unit):
-            run.extend(unit)
-            gathered += sum(member.tokens for member in unit)
+    while need() > 0:
+        run: list[Item] = []
+        gathered, target = 0, need() + SUMMARY_ALLOWANCE
+        visible = list(ctx.iter_visible())
+        index = 0
+        # a lone summary is not worth folding: gather past it
+        while index < len(visible) and (gathered < target or not worth_folding(run)):
+            item = visible[index]
+            stop = index + 1
+            if item.attached_from:
+                while stop < len(visible) and visible[stop].attached_from == item.attached_from:
+                    stop += 1
+            unit = visible[index:stop]
+            if before_ord is not None and unit[-1].ord >= before_ord:
+                break
+            if all(may_fold(member) for member in unit):
+                run.extend(unit)
+                gathered += sum(member.tokens for member in unit)
             index = stop
-            if gathered < need() + SUMMARY_ALLOWANCE and index < len(visible):
-                continue  # gather more before folding, while the run can go on
-        else:
-            index = stop
-        if run and (len(run) > 1 or run[0].state != "summary"):
-            _fold_run(ctx, run, why, anchors)
-        run, gathered = [], 0
-        if not outside:
-            break
-    if run and (len(run) > 1 or run[0].state != "summary") and need() > 0:
+        if not worth_folding(run):
+            return
         _fold_run(ctx, run, why, anchors)
 
 
-def _fold_run(ctx: WorkingContext, run: list[Item], why: str, anchors: bool) -> None:
+def _fold_run(
+    ctx: WorkingContext,
+    run: list[Item],
+    why: str,
+    anchors: bool,
+    summarizer: ExtractiveSummarizer = SUMMARIZER,
+    shorten: bool = False,
+) -> None:
     for item in run:
         ctx.frozen.discard(item.item_id)
-    text = SUMMARIZER.summarize(
+    text = summarizer.summarize(
         [{"item_id": i.item_id, "role": i.role, "name": i.name, "rendered": i.rendered}
          for i in run]
     )  # fmt: skip
     ctx.folds += 1
     summary_id = f"fold:{ctx.step_key}:{ctx.folds}"
-    fold_summary(ctx, summary_id, [i.item_id for i in run], text, SUMMARIZER.name,
-                 rule=RULE, why=why, anchors=anchors)  # fmt: skip
+    fold_summary(ctx, summary_id, [i.item_id for i in run], text, summarizer.name,
+                 rule=RULE, why=why, anchors=anchors, shorten=shorten)  # fmt: skip
 
 
-def _over(ctx: WorkingContext, budget: Budget, limit: int, used: int) -> dict[str, Any]:
+def _over(ctx: WorkingContext, tools: int, limit: int, used: int) -> dict[str, Any]:
     """What is left and why it cannot shrink: only what no rule may touch (or one summary)."""
     visible = list(ctx.iter_visible())
     pinned = sum(i.tokens for i in visible if i.locked and i.role != "system")
     summaries = sum(i.tokens for i in visible if i.state == "summary" and not i.locked)
-    other = used - budget.tools - ctx.system_tokens - pinned - summaries
+    other = used - tools - ctx.system_tokens - pinned - summaries
     return {
         "over_window": True, "limit": limit, "used": used, "shortfall": used - limit,
         "reason": (f"what no rule may fold needs {used} tokens > limit {limit}: system "
-                   f"{ctx.system_tokens}, tool definitions {budget.tools}, pinned {pinned}, "
+                   f"{ctx.system_tokens}, tool definitions {tools}, pinned {pinned}, "
                    f"summaries {summaries}, other {other}"),
-        "system": ctx.system_tokens, "tools": budget.tools, "pinned": pinned,
+        "system": ctx.system_tokens, "tools": tools, "pinned": pinned,
         "summaries": summaries, "other": other,
     }  # fmt: skip

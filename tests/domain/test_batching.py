@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from domain.budget import Budget
 from domain.context import Item
+from domain.pipeline import sync_pins
 from domain.policy import Policy
 from domain.rules.batching import run_batched_rules
 from domain.rules.dedup import dedup_result
@@ -129,6 +130,34 @@ def first_text(item: Item) -> str:
     return "same file\n" * 40
 
 
+def test_when_the_first_copy_ages_the_next_full_copy_is_referred_to() -> None:
+    """Warm and cold contexts must pick the same original (a cold one indexes all copies)."""
+    b = Builder(Policy(batch_trigger=0.0, clear_at_least=0))
+    b.add("assistant", "reads three times")
+    first = b.tool(result="same file\n" * 40)
+    second = b.tool(result="same file\n" * 40)
+    b.ctx.set_locked(second, True)  # pinned as it came: no reference, a second full copy
+    b.ctx.rewrite(first, "[tool result: stub]", first.call)  # aging the first
+    third = b.tool(result="same file\n" * 40)
+    dedup_result(b.ctx, third)
+    assert third.dedup_of == second.item_id
+    cold = WorkingContext.from_items(b.ctx.policy, [i.copy() for i in b.ctx.ordered()])
+    assert cold.result_holder(second) == b.ctx.result_holder(second) == second.item_id
+
+
+def test_a_pin_keeps_the_result_not_the_reference() -> None:
+    b = Builder(Policy(batch_trigger=0.0, clear_at_least=0))
+    b.add("assistant", "reads twice")
+    first = b.tool(result="same file\n" * 40)
+    again = b.tool(result="same file\n" * 40)
+    dedup_result(b.ctx, again)
+    sync_pins(b.ctx, {again.item_id})
+    assert again.locked and again.dedup_of is None and again.rendered == first_text(again)
+    assert b.ctx.transitions[-1].rule == "pin"
+    b.ctx.rewrite(first, "[tool result: stub]", first.call)  # aging the first
+    assert again.rendered == first_text(again)  # the pinned item is not touched
+
+
 def test_short_results_and_a_switched_off_policy_are_left_alone() -> None:
     b = Builder(Policy(dedup_tool_results=False))
     b.add("assistant", "reads twice")
@@ -179,3 +208,20 @@ def test_the_guard_says_what_it_could_not_fold() -> None:
     assert over["shortfall"] == b.ctx.total_tokens - 100
     assert over["pinned"] > 0 and over["system"] == b.ctx.system_tokens
     assert over["other"] == 0, "the unpinned message was folded away"
+
+
+def test_a_summary_is_cut_to_the_room_pins_leave() -> None:
+    """Over the window with pins that fit alone: the last summary gives way, not the promise."""
+    b = Builder(Policy(batch_trigger=0.0, clear_at_least=0))
+    b.add("user", "kept " * 300, locked=True)
+    for n in range(30):
+        b.add("user", f"question {n}: " + "why " * 40)
+        b.add("assistant", f"answer {n}: " + "because " * 40)
+    pinned = next(i for i in b.ctx.ordered() if i.locked).tokens
+    limit = pinned + 60  # room for a short summary, not for a full one
+    budget = Budget(window=limit, system=0, tools=0, output_reserve=0, history=limit,
+                    compact_at=limit, emergency_at=limit)  # fmt: skip
+    assert guard_window(b.ctx, budget) is None
+    assert b.ctx.total_tokens <= limit
+    [summary] = [i for i in b.ctx.iter_visible() if i.state == "summary"]
+    assert summary.rendered.startswith("[Summary] Summary of")

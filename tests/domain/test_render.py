@@ -69,14 +69,14 @@ def test_rendering_is_pure() -> None:
         assert dumped(commit(roundtrip), shape) == first, "a stored commit renders the same"
 
 
-def test_summarized_items_are_skipped_and_summaries_are_assistant_text() -> None:
+def test_summarized_items_are_skipped_and_summaries_are_context_the_user_gives() -> None:
     ctx = render_commit(commit(sample()))
     text = json.dumps(ctx.to_json())
     assert "Old reasoning." not in text and "old output" not in text
     assert ctx.system == "You are helpful."
-    first_assistant = ctx.messages[1]
-    assert first_assistant["role"] == "assistant"
-    assert first_assistant["content"][0] == {"type": "text", "text": "[Summary] read two files"}
+    first = ctx.messages[0]  # the task and the summary share the first user turn
+    assert first["role"] == "user"
+    assert first["content"][1] == {"type": "text", "text": "[Summary] read two files"}
     assert "grep" in [t["name"] for t in ctx.tools], "the aged grep call is still listed"
 
 

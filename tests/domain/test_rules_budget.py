@@ -54,10 +54,19 @@ def test_summary_request_takes_the_oldest_run_and_skips_anchors_and_pins() -> No
     n = conversation(b)
     used = b.ctx.total_tokens - b.ctx.system_tokens
     request = summary_request(b.ctx, budget(history=0, compact_at=-1))
-    assert ids(request) == [n["a1"], n["t1"]], "anchors skipped, the pinned user ends the run"
+    run = [n["a1"], n["t1"], n["a2"], n["t2"]]
+    assert ids(request) == run, "anchors skipped, the pinned user stepped over"
     assert request is not None
-    assert request["tokens"] == b.ctx.items[n["a1"]].tokens + b.ctx.items[n["t1"]].tokens
+    assert request["tokens"] == sum(b.ctx.items[i].tokens for i in run)
     assert request["reason"] == f"history {used} tokens > compact at -1 (85% of 0)"
+    assert with_item_ids(as_range(request), b.ctx.items.values()) == request
+
+
+def test_legacy_requests_end_at_a_pin() -> None:
+    b = Builder(Policy(generation=1))
+    n = conversation(b)
+    request = summary_request(b.ctx, budget(history=0, compact_at=-1))
+    assert ids(request) == [n["a1"], n["t1"]], "before generation 2 the pinned user ended it"
 
 
 def test_summary_request_stops_once_enough_is_folded() -> None:
@@ -189,7 +198,7 @@ def test_a_lone_summary_is_never_folded_on_its_own() -> None:
     n = conversation(b)
     fold_summary(b.ctx, "summary:1", [n["a1"], n["t1"]], "did A", "extractive")
     request = summary_request(b.ctx, budget(history=0, compact_at=-1))
-    assert ids(request) == [n["a2"], n["t2"]], "summary:1 alone, before the pin, stays"
+    assert ids(request) == ["summary:1", n["a2"], n["t2"]], "it folds again across the pin"
     assert fold_summary(b.ctx, "summary:2", ["summary:1"], "again", "x") is None
 
 
@@ -284,10 +293,8 @@ def reference_request(ctx: WorkingContext, budget: Budget) -> list[str] | None:
             run.extend(unit)
             if sum(i.tokens for i in run) >= need and worth_folding(run):
                 break
-        elif worth_folding(run):
-            break
-        else:
-            run = []  # nothing, or one summary alone: not worth a request
+        elif ctx.policy.generation < 2 and run:
+            break  # generation 2 steps over what cannot fold; before, a run ended there
     return [i.item_id for i in run] if worth_folding(run) else None
 
 

@@ -75,12 +75,26 @@ def test_extractive_caps_length_and_says_what_it_left_out() -> None:
     text = ExtractiveSummarizer().summarize(items)
     assert len(text) <= 1200
     assert text.startswith("Summary of 50 items: 50 user.")
-    last = text.splitlines()[-1]
-    assert last.startswith("[... ") and last.endswith(" more]")
+    marker = text.splitlines()[1]
+    assert marker.startswith("[... ") and marker.endswith(" earlier]")
     shown = sum(1 for line in text.splitlines() if line.startswith("- user:"))
-    assert shown + int(last.split()[1]) == 50
+    assert shown + int(marker.split()[1]) == 50
+    assert text.splitlines()[-1].startswith("- user: message 49"), "the latest are kept"
     # one huge item is clipped rather than crowding out the rest
     assert all(len(line) <= 170 for line in text.splitlines())
+
+
+def test_extractive_folds_a_summary_again_with_its_lines() -> None:
+    """Nested folds keep what earlier summaries said, the latest first to stay."""
+    first = ExtractiveSummarizer().summarize(
+        [{"role": "user", "rendered": "Use SQLite."}, {"role": "assistant", "rendered": "Done."}]
+    )
+    again = ExtractiveSummarizer().summarize([
+        {"role": "summary", "rendered": f"[Summary] {first}"},
+        {"role": "user", "rendered": "Now add a test."},
+    ])  # fmt: skip
+    assert "- user: Use SQLite." in again and "- user: Now add a test." in again
+    assert again.startswith("Summary of 2 items: 1 user, 1 summary.")
 
 
 def test_extractive_custom_cap() -> None:

@@ -246,7 +246,7 @@ def test_a_recorded_summary_folds_its_run_and_sits_after_it(rt: Runtime) -> None
     for item_id in run:
         assert (view[item_id]["state"], view[item_id]["merged_into"]) == ("summarized", summary)
     rendered = rt.rendered(sid, "neutral")["request"]["messages"]
-    assert rendered[1]["content"][0]["text"] == "[Summary] did a1 and a2"
+    assert rendered[0]["content"][1]["text"] == "[Summary] did a1 and a2"  # with the task
     assert head["total_tokens"] < rt.commit(sid, commit)["total_tokens"]
 
 

@@ -83,6 +83,24 @@ def test_a_merge_does_not_expand_the_same_attach_twice(rt: Runtime) -> None:
     assert len(opens) == 1
 
 
+def test_a_merge_brings_no_empty_attach_block(rt: Runtime) -> None:
+    """The peer staged an older head of a source the base staged whole: nothing is new."""
+    src = start(rt, "source")
+    add(rt, src, "user", "their question")
+    older = add(rt, src, "assistant", "their answer", 1)
+    add(rt, src, "user", "their follow-up", 2)
+    sid = start(rt)
+    add(rt, sid, "user", "mine")
+    fork = add(rt, sid, "assistant", "fork", 1)
+    peer, _ = rt.execute("attach", sid, src, older, at=at(2))
+    rt.execute("checkout", sid, fork, at=at(3))
+    add(rt, sid, "user", "other path", 4)
+    rt.execute("attach", sid, src, at=at(5))  # the source's latest head: all of it
+    rt.execute("merge", sid, [{"node_id": peer}], at=at(6))
+    markers = [i["item_id"] for i in items(rt, sid) if i["role"] == "marker"]
+    assert len(markers) == 2, markers  # one open and one close: the base's block only
+
+
 def test_a_merge_never_loosens_an_item_the_peer_had_aged(rt: Runtime) -> None:
     sid = start(rt)
     add(rt, sid, "user", "task")

@@ -105,6 +105,25 @@ def test_only_pins_alone_may_exceed_the_window(store_url: str) -> None:
         rt.close()
 
 
+def test_a_checkout_under_a_smaller_window_says_it_no_longer_fits(rt: Runtime) -> None:
+    """A commit made under 32k, shown at a checkout after a switch to 2k."""
+    sid, _ = rt.execute("start_session", "t", "openai:gpt-4o", context_window=32_000, at=at(0))
+    sid = str(sid)
+    agent_turns(rt, sid, 12)
+    old = rt.head_commit(sid)["head_node_id"]
+    assert fits(rt, sid)["request_tokens"] > 2_000
+    agent_turns(rt, sid, 1, start_minute=20)  # the switch below re-runs this head, not ``old``
+    rt.execute("switch_model", sid, "openai:gpt-4o", 2_000, at=at(30))
+    add(rt, sid, "user", "and now?", 31)
+    assert not fits(rt, sid)["over_window"]  # the new head was made for 2k
+    rt.execute("checkout", sid, old, at=at(32))  # nothing re-runs at a checkout
+    budget = fits(rt, sid)
+    assert budget["over_window"] and budget["shortfall"] > 0
+    assert "another window" in budget["over_window_reason"]
+    rendered = rt.rendered(sid, "openai")
+    assert rendered["over_window"] and rendered["shortfall"] == budget["shortfall"]
+
+
 def test_a_system_prompt_past_the_window_is_said_too(rt: Runtime) -> None:
     sid, _ = rt.execute("start_session", "t", "openai:gpt-4o", context_window=1_000, at=at(0))
     add(rt, str(sid), "system", "rule " * 1_500)

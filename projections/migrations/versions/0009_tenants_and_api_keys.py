@@ -10,14 +10,14 @@ by the ``ctxstore keys`` command, never by an event, so no rebuild could
 recreate them.  It is outside ``projections.tables.PROJECTION_TABLES``, so
 ``rebuild`` neither empties nor digests it (``service.api_keys``).
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0009
+Revises: 0008
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
-down_revision = "0006"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
