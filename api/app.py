@@ -18,12 +18,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from api import errors, openapi, responses, routes_commands, routes_queries, routes_ui, sse
+from api.auth import AuthMiddleware
 from api.browser_safety import BrowserSafety
 from api.browser_safety import middleware as browser_middleware
 from api.client_slots import ClientConcurrency, request_slots, stream_slots
 from api.limits import HANDLERS as LIMIT_HANDLERS
 from api.limits import BodyLimits, Limits
 from api.stream_watcher import StreamWatcher
+from service.api_keys import KeyStore
 from service.runtime import Runtime
 
 
@@ -68,10 +70,11 @@ def create_app(
         routes=routes,
         exception_handlers={**errors.HANDLERS, **LIMIT_HANDLERS},
         # Outermost first: refuse a foreign Host, answer CORS preflights, hold non-JSON
-        # commands (browser_safety); then count the client's requests (an authentication
-        # middleware belongs before this, so the count is per key) and bound its body.
+        # commands (browser_safety); then the API key (auth: a tenant, a scope); then count
+        # the client's requests, per key, and bound its body.
         middleware=[
             *browser_middleware(browser, routes),
+            Middleware(AuthMiddleware, keys=KeyStore(runtime.store.engine)),
             Middleware(ClientConcurrency, slots=request_slots(limits.max_requests_per_client)),
             Middleware(BodyLimits, limits=limits),
         ],

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 Handler = Callable[[Request], Awaitable[Response]]
+PUBLIC_PATHS = ("/health", "/openapi.json")  # served without a key (api.auth)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ ERROR_SCHEMA = {
 
 ERROR_TEXT = {
     400: "malformed_json (the body is not JSON), json_too_deep, or bad_host (Host not allowed)",
+    401: "unauthenticated: no API key, or an unknown or revoked one (WWW-Authenticate: Bearer)",
+    403: "forbidden: the key's scope does not allow this method",
     408: "request_timeout: the body did not arrive within the read timeout",
     413: "body_too_large, or content_too_large (a node over the node limit)",
     415: "unsupported_media_type: a command without Content-Type: application/json",
@@ -145,6 +148,11 @@ def _operation(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
         }
     # Any route may find the database locked, a Host not allowed, or its client over its limit.
     codes = set(ep.errors) | {400, 429, 503}
+    if ep.path not in PUBLIC_PATHS:  # api.auth: a key, of a scope the method needs
+        codes |= {401, 403}
+        op["security"] = [{"bearer": []}]
+    else:
+        op["security"] = []
     if params and params[0]["in"] == "path":
         codes.add(404)
     if ep.body is not None:
@@ -175,5 +183,15 @@ def document(endpoints: Iterable[Endpoint], version: str = "0.1.0") -> dict[str,
             "exactly what the model is fed on each call, and why.",
         },
         "paths": paths,
-        "components": {"schemas": components},
+        "components": {
+            "schemas": components,
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "an API key from `ctxstore keys create`; a server whose store "
+                    "has no key yet serves loopback clients without one",
+                }
+            },
+        },
     }

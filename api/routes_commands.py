@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 
 from api import responses as r
 from api import schemas as s
+from api.auth import tenant_of
 from api.idempotency import idempotent
 from api.openapi import Endpoint
 from service.runtime import Runtime
@@ -31,10 +32,13 @@ def _runtime(request: Request) -> Runtime:
 
 
 async def _execute(request: Request, command: str, *args: Any, **kwargs: Any) -> Any:
-    """``runtime.run`` in a worker thread: every runtime call blocks on SQL."""
+    """``runtime.run`` in a worker thread: every runtime call blocks on SQL.
+
+    The caller's tenant goes with every command (``api.auth``).
+    """
     done = await run_in_threadpool(_runtime(request).run, command, *args,
                                    idempotency=getattr(request.state, "idempotency", None),
-                                   **kwargs)  # fmt: skip
+                                   tenant=tenant_of(request), **kwargs)  # fmt: skip
     request.state.follow_up = done.follow_up
     return done.result
 
@@ -186,6 +190,7 @@ async def compact(request: Request) -> Response:
     body = await s.parse_body(request, s.Compact)
     done = await run_in_threadpool(_runtime(request).compact_reporting, sid,
                                    idempotency=getattr(request.state, "idempotency", None),
+                                   tenant=tenant_of(request),
                                    **_args(body))  # fmt: skip
     request.state.follow_up = done.follow_up
     result = dict(done.result)

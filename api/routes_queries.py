@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 
 from api import responses as r
 from api import schemas as s
+from api.auth import tenant_of
 from api.openapi import Endpoint
 from projections.session_queries import decode_cursor
 from service.event_json import event_to_json
@@ -24,23 +25,27 @@ def _runtime(request: Request) -> Runtime:
 
 
 async def _query(request: Request, method: str, *args: Any, **kwargs: Any) -> Any:
-    return await run_in_threadpool(getattr(_runtime(request), method), *args, **kwargs)
+    """``runtime.<method>`` in a worker thread, for the caller's tenant (``api.auth``)."""
+    return await run_in_threadpool(getattr(_runtime(request), method), *args,
+                                   tenant=tenant_of(request), **kwargs)  # fmt: skip
 
 
 def _no_query(request: Request) -> None:
     s.parse_query(request, s.EmptyQuery)
 
 
-def _events_page(runtime: Runtime, sid: str, after: int, limit: int) -> list[dict[str, Any]]:
+def _events_page(runtime: Runtime, sid: str, after: int, limit: int,
+                 tenant: str) -> list[dict[str, Any]]:  # fmt: skip
     # Serialised in the worker thread too: a page can be a thousand events.
-    events = runtime.app.session_events(sid, gt=after, limit=limit + 1)
+    events = runtime.app.session_events(sid, gt=after, limit=limit + 1, tenant=tenant)
     return [event_to_json(event) for event in events]
 
 
 async def events(request: Request) -> Response:
     sid = request.path_params["sid"]
     q = s.parse_query(request, s.EventsQuery)
-    page = await run_in_threadpool(_events_page, _runtime(request), sid, q.after, q.limit)
+    page = await run_in_threadpool(_events_page, _runtime(request), sid, q.after, q.limit,
+                                   tenant_of(request))  # fmt: skip
     has_more = len(page) > q.limit
     page = page[: q.limit]
     last = page[-1]["originator_version"] if page else q.after
@@ -153,7 +158,9 @@ async def budget(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
-    return JSONResponse({"status": "ok", "position": await _query(request, "position")})
+    # Public (no key needed): the position is a count, no session's data.
+    position = await run_in_threadpool(_runtime(request).position)
+    return JSONResponse({"status": "ok", "position": position})
 
 
 S = "/sessions/{sid}"

@@ -29,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 
 from api import responses as r
 from api import schemas as s
+from api.auth import tenant_of
 from api.client_slots import ClientSlots
 from api.openapi import Endpoint
 from api.principal import client_identity
@@ -50,18 +51,19 @@ def frame(event: str, data: Any, event_id: int | None = None) -> str:
 State = tuple[int, dict[str, Any], list[dict[str, Any]], int]
 
 
-def _state(runtime: Runtime, sid: str, after: int = 0) -> State:
+def _state(runtime: Runtime, sid: str, tenant: str, after: int = 0) -> State:
     """Position first: anything applied after it is caught by the next poll.
 
     The timeline part is the entries after log position ``after``, and the
-    position of the last of them, which the next poll starts from.
+    position of the last of them, which the next poll starts from.  Every
+    read is the caller's ``tenant``'s (``api.auth``).
     """
     position = runtime.position()
-    return (position, runtime.occupancy(sid)) + runtime.timeline_after(sid, after)
+    return (position, runtime.occupancy(sid, tenant)) + runtime.timeline_after(sid, after, tenant)
 
 
 async def _frames(
-    runtime: Runtime, sid: str, q: s.StreamQuery, first: State, wake: asyncio.Event
+    runtime: Runtime, sid: str, tenant: str, q: s.StreamQuery, first: State, wake: asyncio.Event
 ) -> AsyncIterator[str]:
     position, occupancy, timeline, seen_upto = first
     sent_occupancy = occupancy
@@ -79,7 +81,7 @@ async def _frames(
                 continue
             wake.clear()
             position, occupancy, added, seen_upto = await run_in_threadpool(
-                _state, runtime, sid, seen_upto
+                _state, runtime, sid, tenant, seen_upto
             )
             if occupancy != sent_occupancy:
                 sent_occupancy = occupancy
@@ -128,11 +130,11 @@ async def stream(request: Request) -> Response:
 
     try:
         # Loaded before the response starts, so an unknown session is a plain 404.
-        first = await run_in_threadpool(_state, runtime, sid)
+        first = await run_in_threadpool(_state, runtime, sid, tenant_of(request))
     except BaseException:
         release()
         raise
-    return _HeldStream(_frames(runtime, sid, q, first, wake), release)
+    return _HeldStream(_frames(runtime, sid, tenant_of(request), q, first, wake), release)
 
 
 ENDPOINTS = [

@@ -39,6 +39,7 @@ from domain.node_claim import claim_id
 from domain.session import Session
 from domain.session_locks import SessionLocks
 from domain.store_config import database_url, eventsourcing_env
+from domain.tenancy import DEFAULT_TENANT, check_owner, check_tenant
 
 T = TypeVar("T")
 # The result of the command being saved, for an idempotency key's claim.
@@ -77,8 +78,8 @@ class CtxStore(Application[UUID]):
 
     # ------------------------------------------------------------- plumbing
 
-    def session(self, session_id: UUID | str) -> Session:
-        """The session as stored now.
+    def session(self, session_id: UUID | str, tenant: str | None = None) -> Session:
+        """The session as stored now; a session of a tenant other than ``tenant`` is unknown.
 
         Addressed by its id exactly as the API spells it: ``UUID()`` also
         parses upper case, braces and ``urn:uuid:`` forms; if those reached a
@@ -107,11 +108,13 @@ class CtxStore(Application[UUID]):
             raise errors.SessionNotFound(f"unknown session {sid}", session_id=str(sid)) from None
         if not isinstance(agg, Session):
             raise errors.SessionNotFound(f"unknown session {sid}", session_id=str(sid))
+        check_owner(agg.tenant, tenant, str(sid))
         return agg
 
     def _command(
-        self, session_id: UUID | str, expected_version: int | None, fn: Callable[[Session], T]
-    ) -> tuple[T, int]:
+        self, session_id: UUID | str, expected_version: int | None, fn: Callable[[Session], T],
+        tenant: str | None = None,
+    ) -> tuple[T, int]:  # fmt: skip
         # A caller that named no version accepts whatever is current, so losing
         # a race to another writer just means running the command again on the
         # fresh state; a caller that named one is told it is stale.  Writers in
@@ -127,7 +130,7 @@ class CtxStore(Application[UUID]):
             for attempt in range(attempts):
                 if attempt:
                     time.sleep(random.uniform(0, min(0.05, 0.002 * 2**attempt)))
-                agg = self.session(session_id)
+                agg = self.session(session_id, tenant)
                 try:
                     agg.expect_version(expected_version)
                     known = len(agg.nodes)
@@ -221,12 +224,15 @@ class CtxStore(Application[UUID]):
         model: str = "openai:gpt-4o",
         context_window: int | None = None,
         at: datetime | None = None,
+        tenant: str | None = None,
     ) -> tuple[UUID, int]:
-        return self.import_session(title, model, context_window, at, lambda agg: None)
+        return self.import_session(title, model, context_window, at, lambda agg: None,
+                                   tenant=tenant)  # fmt: skip
 
     def import_session(
         self, title: str, model: str, context_window: int | None, at: datetime | None,
         build: Callable[[Session], None], branched_from: dict[str, str] | None = None,
+        tenant: str | None = None,
     ) -> tuple[UUID, int]:  # fmt: skip
         """A new session, with whatever ``build`` runs on it in memory, in one atomic write.
 
@@ -238,13 +244,15 @@ class CtxStore(Application[UUID]):
         check_model(model)
         check_label("title", title)
         check_window(context_window)
+        tenant = check_tenant(tenant if tenant is not None else DEFAULT_TENANT)
         if branched_from is not None:  # an exported branch: its source must be here
-            ref = self.session(branched_from["session_id"]).node(branched_from["node_id"])
+            source = self.session(branched_from["session_id"], tenant)
+            ref = source.node(branched_from["node_id"])
             branched_from = {"session_id": branched_from["session_id"],
                              "node_id": ref.node_id, "role": ref.role}  # fmt: skip
         agg = Session._create(
             Session.Started, title=title, model=model, branched_from=branched_from,
-            context_window=context_window, timestamp=at,
+            context_window=context_window, tenant=tenant, timestamp=at,
         )  # fmt: skip
         build(agg)
         RESULT.set((agg.id, agg.version))
@@ -254,15 +262,17 @@ class CtxStore(Application[UUID]):
     def branch(
         self, source_session: UUID | str, node_id: str, title: str | None = None,
         at: datetime | None = None, expected_version: int | None = None,
+        tenant: str | None = None,
     ) -> tuple[UUID, int]:  # fmt: skip
         """A new session whose history is the source's chain up to ``node_id``.
 
         ``expected_version`` is checked against the source: branching from a
-        chain the caller has not seen is as stale as writing to it.
+        chain the caller has not seen is as stale as writing to it.  The
+        branch belongs to the source's tenant.
         """
         check_label("title", title)
         with self.locks.hold(source_session):
-            source = self.session(source_session)
+            source = self.session(source_session, tenant)
             source.expect_version(expected_version)
             ref = source.node(node_id)
             pinned = source.pins_on_chain(node_id)
@@ -277,6 +287,7 @@ class CtxStore(Application[UUID]):
                 "pinned": pinned,
             },
             context_window=source.context_window,
+            tenant=source.tenant,
             timestamp=at,
         )
         RESULT.set((agg.id, agg.version))
@@ -284,136 +295,167 @@ class CtxStore(Application[UUID]):
         return agg.id, agg.version
 
     def append_node(
-        self, session_id: UUID | str, expected_version: int | None = None, **kwargs: Any
-    ) -> tuple[str, int]:
-        return self._command(session_id, expected_version, lambda s: s.append_node(**kwargs))
+        self, session_id: UUID | str, expected_version: int | None = None,
+        tenant: str | None = None, **kwargs: Any,
+    ) -> tuple[str, int]:  # fmt: skip
+        return self._command(session_id, expected_version, lambda s: s.append_node(**kwargs),
+                             tenant)  # fmt: skip
 
     def append_nodes(
         self, session_id: UUID | str, nodes: Sequence[Mapping[str, Any]],
         expected_version: int | None = None, at: datetime | None = None,
+        tenant: str | None = None,
     ) -> tuple[list[str], int]:  # fmt: skip
         """Several nodes in one atomic write (``domain.batch``)."""
-        return self._command(session_id, expected_version, lambda s: append_batch(s, nodes, at))
+        return self._command(session_id, expected_version,
+                             lambda s: append_batch(s, nodes, at), tenant)  # fmt: skip
 
     def add_sibling(
         self, session_id: UUID | str, of: str, kind: str, expected_version: int | None = None,
-        **kwargs: Any,
+        tenant: str | None = None, **kwargs: Any,
     ) -> tuple[str, int]:  # fmt: skip
         return self._command(
-            session_id, expected_version, lambda s: s.add_sibling(of, kind=kind, **kwargs)
+            session_id, expected_version, lambda s: s.add_sibling(of, kind=kind, **kwargs), tenant
         )
 
     def checkout(
         self, session_id: UUID | str, node_id: str, version: int | None = None,
         expected_version: int | None = None, at: datetime | None = None,
+        tenant: str | None = None,
     ) -> tuple[str, int]:  # fmt: skip
         return self._command(
-            session_id, expected_version, lambda s: s.checkout(node_id, version, at)
+            session_id, expected_version, lambda s: s.checkout(node_id, version, at), tenant
         )
 
     def start_run(
         self, session_id: UUID | str, run_id: str | None = None,
         expected_version: int | None = None, at: datetime | None = None,
+        tenant: str | None = None,
     ) -> tuple[str, int]:  # fmt: skip
-        return self._command(session_id, expected_version, lambda s: s.start_run(run_id, at))
+        return self._command(session_id, expected_version, lambda s: s.start_run(run_id, at),
+                             tenant)  # fmt: skip
 
     def finish_run(
         self, session_id: UUID | str, status: str = "completed",
         expected_version: int | None = None, at: datetime | None = None,
+        tenant: str | None = None,
     ) -> tuple[None, int]:  # fmt: skip
-        return self._command(session_id, expected_version, lambda s: s.finish_run(status, at))
+        return self._command(session_id, expected_version, lambda s: s.finish_run(status, at),
+                             tenant)  # fmt: skip
 
     def switch_model(
         self, session_id: UUID | str, model: str, context_window: int | None = None,
         expected_version: int | None = None, at: datetime | None = None,
+        tenant: str | None = None,
     ) -> tuple[None, int]:  # fmt: skip
         check_model(model)
         return self._command(
-            session_id, expected_version, lambda s: s.switch_model(model, context_window, at)
+            session_id,
+            expected_version,
+            lambda s: s.switch_model(model, context_window, at),
+            tenant,
         )
 
     def pin(
         self, session_id: UUID | str, node_id: str, expected_version: int | None = None,
-        at: datetime | None = None,
+        at: datetime | None = None, tenant: str | None = None,
     ) -> tuple[None, int]:  # fmt: skip
-        return self._command(session_id, expected_version, lambda s: s.pin(node_id, at))
+        return self._command(session_id, expected_version, lambda s: s.pin(node_id, at), tenant)
 
     def unpin(
         self, session_id: UUID | str, node_id: str, expected_version: int | None = None,
-        at: datetime | None = None,
+        at: datetime | None = None, tenant: str | None = None,
     ) -> tuple[None, int]:  # fmt: skip
-        return self._command(session_id, expected_version, lambda s: s.unpin(node_id, at))
+        return self._command(session_id, expected_version, lambda s: s.unpin(node_id, at),
+                             tenant)  # fmt: skip
 
     def attach(
         self, session_id: UUID | str, source_session: UUID | str,
         source_head: str | None = None, expected_version: int | None = None,
-        at: datetime | None = None,
+        at: datetime | None = None, tenant: str | None = None,
     ) -> tuple[str, int]:  # fmt: skip
         with self.locks.hold(source_session):  # never nested: see domain.session_locks
-            source = self.session(source_session)
+            source = self.session(source_session, tenant)
             head = source_head or source.head
             if head is None:
                 raise errors.InvalidCommand("the source session has no nodes to attach")
             source.node(head)
         commit = self.commit_resolver(str(source.id), head)
-        return self._command(
-            session_id, expected_version,
-            lambda s: s.stage_attach(str(source.id), head, commit, at),
-        )  # fmt: skip
+
+        def stage(s: Session) -> str:
+            # Whoever asks, a session never takes in another tenant's context.
+            check_owner(source.tenant, s.tenant, str(source.id))
+            return s.stage_attach(str(source.id), head, commit, at)
+
+        return self._command(session_id, expected_version, stage, tenant)
 
     def merge(
         self, session_id: UUID | str, peers: list[dict[str, str]],
         expected_version: int | None = None, at: datetime | None = None,
+        tenant: str | None = None,
     ) -> tuple[str, int]:  # fmt: skip
         own = str(session_id)
+        others: list[Session] = []
         for peer in peers:
             if peer.get("session_id", own) != own:
                 with self.locks.hold(peer["session_id"]):
-                    self.session(peer["session_id"]).node(peer["node_id"])
+                    others.append(self.session(peer["session_id"], tenant))
+                    others[-1].node(peer["node_id"])
         normalised = [
             {"session_id": peer.get("session_id", own), "node_id": peer["node_id"]}
             for peer in peers
         ]
-        return self._command(session_id, expected_version, lambda s: s.merge(normalised, at))
+
+        def merge(s: Session) -> str:
+            for other in others:  # whoever asks, never another tenant's heads
+                check_owner(other.tenant, s.tenant, str(other.id))
+            return s.merge(normalised, at)
+
+        return self._command(session_id, expected_version, merge, tenant)
 
     def measure_usage(
-        self, session_id: UUID | str, expected_version: int | None = None, **kwargs: Any
-    ) -> tuple[int, int]:
-        return self._command(session_id, expected_version, lambda s: s.measure_usage(**kwargs))
+        self, session_id: UUID | str, expected_version: int | None = None,
+        tenant: str | None = None, **kwargs: Any,
+    ) -> tuple[int, int]:  # fmt: skip
+        return self._command(session_id, expected_version, lambda s: s.measure_usage(**kwargs),
+                             tenant)  # fmt: skip
 
     def configure_compaction(
         self, session_id: UUID | str, instructions: str | None = None,
         summarizer_model: str | None = None, expected_version: int | None = None,
-        at: datetime | None = None,
+        at: datetime | None = None, tenant: str | None = None,
     ) -> tuple[None, int]:  # fmt: skip
         return self._command(
             session_id, expected_version,
-            lambda s: s.configure_compaction(instructions, summarizer_model, at),
+            lambda s: s.configure_compaction(instructions, summarizer_model, at), tenant,
         )  # fmt: skip
 
     def declare_tools(
         self, session_id: UUID | str, tools: list[dict[str, Any]],
         expected_version: int | None = None, at: datetime | None = None,
+        tenant: str | None = None,
     ) -> tuple[None, int]:  # fmt: skip
-        return self._command(session_id, expected_version, lambda s: s.declare_tools(tools, at))
+        return self._command(session_id, expected_version, lambda s: s.declare_tools(tools, at),
+                             tenant)  # fmt: skip
 
     def record_summary(
         self, session_id: UUID | str, covered: list[str], text: str, summarizer: str,
         commit: str, expected_version: int | None = None, at: datetime | None = None,
+        tenant: str | None = None,
     ) -> tuple[str, int]:  # fmt: skip
         return self._command(
             session_id, expected_version,
-            lambda s: s.record_summary(covered, text, summarizer, commit, at),
+            lambda s: s.record_summary(covered, text, summarizer, commit, at), tenant,
         )  # fmt: skip
 
     # --------------------------------------------------------------- queries
 
     def session_events(
         self, session_id: UUID | str, gt: int | None = None, limit: int | None = None,
-        lte: int | None = None,
+        lte: int | None = None, tenant: str | None = None,
     ) -> list[Any]:  # fmt: skip
         """The replay feed: a session's events in order, optionally a page of them."""
-        agg_id = self.session(session_id).id
+        agg_id = self.session(session_id, tenant).id
         return list(self.events_of(agg_id, gt=gt, lte=lte, limit=limit))
 
     def events_of(self, agg_id: UUID, gt: int | None = None, lte: int | None = None,

@@ -12,14 +12,29 @@ from typing import Any
 
 from eventsourcing.domain import Aggregate
 
+from domain.tenancy import DEFAULT_TENANT
+
 JSON = dict[str, Any]
 
 
 class SessionStarted(Aggregate.Created):
+    """A new session (a branch names its source node).
+
+    v2 added ``tenant`` (``domain.tenancy``): sessions stored before tenants
+    existed belong to the default tenant.
+    """
+
+    class_version = 2
+
     title: str
     model: str
     branched_from: JSON | None
     context_window: int | None
+    tenant: str
+
+    @staticmethod
+    def upcast_v1_v2(state: JSON) -> None:
+        state.setdefault("tenant", DEFAULT_TENANT)
 
 
 def _add_node(agg: Any, node_id: str, seq: int, role: str, parent: str | None, edge: str,

@@ -44,6 +44,7 @@ from domain.node_claim import claim_event
 from domain.node_text import node_blocks, node_texts
 from domain.nodes import ROLES, NodeRef
 from domain.session_context import ContextCommands
+from domain.tenancy import DEFAULT_TENANT
 from domain.tokens import node_token_counts
 
 JSON = dict[str, Any]
@@ -75,13 +76,17 @@ class Session(ContextCommands, Aggregate):
     """One conversation: an append-only DAG of nodes plus its HEAD."""
 
     Started = SessionStarted
-    # v2: ``compaction`` (CompactionConfigured).  Snapshots of older versions
-    # are brought up to date as they load.
-    class_version = 2
+    # v2: ``compaction`` (CompactionConfigured); v3: ``tenant``.  Snapshots of
+    # older versions are brought up to date as they load.
+    class_version = 3
 
     @staticmethod
     def upcast_v1_v2(state: JSON) -> None:
         state.setdefault("compaction", {"instructions": None, "summarizer_model": None})
+
+    @staticmethod
+    def upcast_v2_v3(state: JSON) -> None:
+        state.setdefault("tenant", DEFAULT_TENANT)  # stored before tenants existed
 
     def __init__(
         self,
@@ -89,8 +94,10 @@ class Session(ContextCommands, Aggregate):
         model: str,
         branched_from: JSON | None = None,
         context_window: int | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> None:
         self.title = title
+        self.tenant = tenant
         self.model = model
         self.context_window = context_window
         self.branched_from = branched_from

@@ -202,7 +202,7 @@ class Projector:
             if branched else None,
             info.seq, info.at, info.notification_id, info.notification_id,
             # a branch offers the tools its source declared, until it declares its own
-            tools=list(source.tools) if source is not None else [],
+            tools=list(source.tools) if source is not None else [], tenant=event.tenant,
         )  # fmt: skip
         self.dag.add_session(session)
         self.outbox.new_sessions[info.session_id] = session

@@ -8,6 +8,7 @@ from typing import Any
 
 from domain.context import Natural
 from domain.node_text import canonical_json
+from domain.tenancy import DEFAULT_TENANT
 
 # Canonical JSON (one definition, shared with the write side): rebuilds rely on it.
 dumps = canonical_json
@@ -77,6 +78,7 @@ class SessionRow:
     notification_id: int
     compaction: dict[str, Any] | None = None  # CompactionConfigured: instructions, model
     tools: list[dict[str, Any]] = field(default_factory=list)  # ToolsDeclared: the latest
+    tenant: str = DEFAULT_TENANT  # SessionStarted v2: whose session it is (domain.tenancy)
     # (canonical JSON of ``tools``, its key): what commits name, worked out once a set
     tools_row: tuple[str, str] | None = field(default=None, repr=False, compare=False)
 
@@ -89,7 +91,7 @@ class SessionRow:
             "version": self.version, "created_at": self.created_at,
             "graph_position": self.graph_position, "notification_id": self.notification_id,
             "compaction": dumps(self.compaction) if self.compaction else None,
-            "tools": dumps(self.tools) if self.tools else None,
+            "tools": dumps(self.tools) if self.tools else None, "tenant": self.tenant,
         }  # fmt: skip
 
     @classmethod
@@ -102,6 +104,7 @@ class SessionRow:
             m["version"], m["created_at"], m["graph_position"], m["notification_id"],
             json.loads(m["compaction"]) if m.get("compaction") else None,
             json.loads(m["tools"]) if m.get("tools") else [],
+            m.get("tenant") or DEFAULT_TENANT,
         )  # fmt: skip
 
 

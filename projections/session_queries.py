@@ -50,15 +50,19 @@ def _summary(s: SessionRow) -> dict[str, Any]:
 
 
 def sessions(
-    projector: Projector, limit: int | None = None, after: SessionKey | None = None
-) -> tuple[list[dict[str, Any]], str | None]:
+    projector: Projector, limit: int | None = None, after: SessionKey | None = None,
+    tenant: str | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:  # fmt: skip
     """A page of sessions, oldest first, and the cursor of the next page (None at the end).
+
+    Only ``tenant``'s sessions, if one is named (``domain.tenancy``).
 
     Keyset paging on (created_at, session_id): a session started while a
     client pages sorts after the ones it has seen, so none is skipped or
     shown twice.
     """
-    rows = sorted(projector.dag.sessions.values(), key=lambda s: (s.created_at, s.session_id))
+    rows = sorted((s for s in projector.dag.sessions.values() if tenant in (None, s.tenant)),
+                  key=lambda s: (s.created_at, s.session_id))  # fmt: skip
     if after is not None:
         rows = [s for s in rows if (s.created_at, s.session_id) > after]
     if limit is None or len(rows) <= limit:

@@ -54,6 +54,7 @@ sessions = Table(
     Column("notification_id", BigInteger, nullable=False),
     Column("compaction", Text),  # JSON: the session's summarizer instructions and model
     Column("tools", Text),  # JSON: the tools it declared last
+    Column("tenant", String(64), nullable=False, server_default="default"),  # revision 0009
     Index("ix_ctx_sessions_notification", "notification_id"),
 )
 

@@ -3,11 +3,14 @@
     ctxstore serve   [--host 127.0.0.1] [--port 8000] [--workers 1] [--db URL]
     ctxstore demo    [--host] [--port] [--db URL]   # migrate, import the sample, serve
     ctxstore migrate [--db URL]
-    ctxstore import  FILE.jsonl [--db URL]           # prints the new session id
+    ctxstore import  FILE.jsonl [--tenant T] [--db URL]  # prints the new session id
     ctxstore export  SESSION_ID [--db URL] [--out FILE]
     ctxstore replay  SESSION_ID --to VERSION [--render neutral|openai|anthropic] [--db URL]
     ctxstore worker  [--db URL] [--interval 0.5]     # projections as their own process
     ctxstore rebuild [--db URL]                      # exit 1 if the digests differ
+    ctxstore keys create --tenant T --scope read|write|admin [--db URL]  # prints the secret once
+    ctxstore keys list   [--db URL]
+    ctxstore keys revoke KEY_ID [--db URL]
 
 ``--db`` defaults to ``CTXSTORE_DATABASE_URL`` (else ``sqlite:///ctxstore.db``).
 
@@ -115,7 +118,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    print(transcript.import_file(_url(args), args.file))
+    print(transcript.import_file(_url(args), args.file, args.tenant))
     return 0
 
 
@@ -246,6 +249,56 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     return 0 if result.get("identical") else 1
 
 
+def _key_store(url: str) -> Any:
+    from sqlalchemy import create_engine
+
+    from domain.store_config import sqlalchemy_url
+    from service.api_keys import KeyStore
+
+    _reachable(url)
+    _migrate(url)  # the key table comes with revision 0009
+    return KeyStore(create_engine(sqlalchemy_url(url)))
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    """Create, list or revoke API keys (``service.api_keys``); no server needs to run."""
+    keys = _key_store(_url(args))
+    try:
+        if args.keys_command == "create":
+            key, secret = keys.create(args.tenant, args.scope)
+            print(f"key {key.key_id} for tenant {key.tenant!r}, scope {key.scope}; its secret "
+                  "(shown only now, stored only as a hash):", file=sys.stderr)  # fmt: skip
+            print(secret)
+        elif args.keys_command == "list":
+            for key in keys.list():
+                row = key.to_json()
+                revoked = f"  revoked {row['revoked_at']}" if row["revoked_at"] else ""
+                print(f"{row['key_id']}  {row['tenant']}  {row['scope']:<5}  "
+                      f"created {row['created_at']}{revoked}")  # fmt: skip
+        else:
+            key = keys.revoke(args.key_id)
+            print(f"revoked {key.key_id} (tenant {key.tenant!r})")
+    finally:
+        keys.engine.dispose()
+    return 0
+
+
+def _auth_note(url: str, host: str) -> None:
+    """Say how this server will treat clients (``api.auth``), before it starts."""
+    keys = _key_store(url)
+    try:
+        have_keys = keys.any_created()
+    finally:
+        keys.engine.dispose()
+    if have_keys:
+        print("API keys are on: send Authorization: Bearer <key> (ctxstore keys create)",
+              flush=True)  # fmt: skip
+    elif host not in ("127.0.0.1", "localhost", "::1"):
+        print("no API key exists yet: only clients on this machine are served, without "
+              "a key; create one with: ctxstore keys create --tenant T --scope write",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+
 def _serve(url: str, host: str, port: int, workers: int) -> int:
     import uvicorn
 
@@ -258,6 +311,7 @@ def _serve(url: str, host: str, port: int, workers: int) -> int:
     except ValueError as exc:
         raise Failed("invalid_setting", str(exc)) from None
     _migrate(url)
+    _auth_note(url, host)
     os.environ["CTXSTORE_DATABASE_URL"] = url  # uvicorn workers build the app from env
     os.environ["CTXSTORE_BIND_HOST"] = host  # a Host header the server answers (api.browser_safety)
     uvicorn.run("api.app:create_app", factory=True, host=host, port=port, workers=workers,
@@ -318,8 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "serve":
             p.add_argument("--workers", type=_positive, default=1)
     command("migrate", cmd_migrate, "alembic upgrade head for the projection tables")
-    command("import", cmd_import, "import a JSONL transcript; prints the session id"
-            ).add_argument("file", metavar="FILE.jsonl")  # fmt: skip
+    p = command("import", cmd_import, "import a JSONL transcript; prints the session id")
+    p.add_argument("file", metavar="FILE.jsonl")
+    p.add_argument("--tenant", default=None, help="the tenant that owns the new session "
+                   "(default: an export's own, else 'default')")  # fmt: skip
     p = command("export", cmd_export, "a session's events as JSONL, one per line")
     p.add_argument("session_id", metavar="SESSION_ID")
     p.add_argument("--out", metavar="FILE", help="write here instead of stdout")
@@ -336,7 +392,26 @@ def build_parser() -> argparse.ArgumentParser:
     command("worker", cmd_worker, "keep the projections caught up until Ctrl-C"
             ).add_argument("--interval", type=float, default=0.5)  # fmt: skip
     command("rebuild", cmd_rebuild, "rebuild every projection and compare digests")
+    _keys_parser(sub)
     return parser
+
+
+def _keys_parser(sub: Any) -> None:
+    keys = sub.add_parser("keys", help="create, list or revoke API keys",
+                          description="create, list or revoke API keys")  # fmt: skip
+    keys.set_defaults(fn=cmd_keys)
+    actions = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    for name, text in (("create", "a new key; prints its secret once"),
+                       ("list", "every key (never a secret)"),
+                       ("revoke", "a key stops working at once")):  # fmt: skip
+        p = actions.add_parser(name, help=text, description=text)
+        p.add_argument("--db", metavar="URL", help="database URL (default: "
+                       "CTXSTORE_DATABASE_URL, else sqlite:///ctxstore.db)")  # fmt: skip
+        if name == "create":
+            p.add_argument("--tenant", required=True)
+            p.add_argument("--scope", required=True, choices=("read", "write", "admin"))
+        elif name == "revoke":
+            p.add_argument("key_id", metavar="KEY_ID")
 
 
 def _positive(text: str) -> int:

@@ -91,7 +91,7 @@ class Replayer:
                              reads=d.get("reads"), at=at, **content)  # fmt: skip
 
     def attach(self, d: JSON, at: datetime) -> None:
-        source = self.app.session(d["source_session"])  # must be in this store
+        source = self.app.session(d["source_session"], self.agg.tenant)  # here, same tenant
         source.node(d["source_head"])
         commit = self.app.commit_resolver(str(source.id), d["source_head"])
         self.agg.stage_attach(str(source.id), d["source_head"], commit, at, node_id=d["node_id"])
@@ -103,7 +103,7 @@ class Replayer:
                   "node_id": p["node_id"]} for p in d["peers"]]  # fmt: skip
         for peer in peers:
             if peer["session_id"] != own:
-                self.app.session(peer["session_id"]).node(peer["node_id"])
+                self.app.session(peer["session_id"], self.agg.tenant).node(peer["node_id"])
         self.agg.merge(peers, at, merge_id=d["merge_id"], node_id=d["node_id"])
 
     def usage(self, d: JSON, at: datetime) -> None:
@@ -145,8 +145,11 @@ HANDLERS: dict[str, Callable[[Replayer, JSON, datetime], Any]] = {
 }
 
 
-def import_export(app: CtxStore, records: list[JSON]) -> UUID:
-    """The exported session, recreated under a new id in one write; its id."""
+def import_export(app: CtxStore, records: list[JSON], tenant: str | None = None) -> UUID:
+    """The exported session, recreated under a new id in one write; its id.
+
+    It belongs to ``tenant``, else to the tenant it was exported from.
+    """
     head, *rest = records
     started = head["data"]
 
@@ -165,7 +168,7 @@ def import_export(app: CtxStore, records: list[JSON]) -> UUID:
         sid, _ = app.import_session(
             started.get("title") or "", started["model"], started.get("context_window"),
             datetime.fromisoformat(head["timestamp"]), build,
-            branched_from=started.get("branched_from"),
+            branched_from=started.get("branched_from"), tenant=tenant or started.get("tenant"),
         )  # fmt: skip
     except DomainError as exc:
         if "line" in exc.details:

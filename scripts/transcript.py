@@ -266,7 +266,7 @@ COMMAND_OF = {
 
 def import_transcript(
     app: CtxStore, steps: list[Step], after: Callable[[Session, str], None] | None = None,
-    progress: Progress | None = None,
+    progress: Progress | None = None, tenant: str | None = None,
 ) -> UUID:  # fmt: skip
     """Run the steps as commands on a new session, saved in one write; its id.
 
@@ -292,7 +292,8 @@ def import_transcript(
 
     try:
         sid, _ = app.import_session(head.fields.get("title") or "", head.fields["model"],
-                                    head.fields.get("context_window"), head.at, build)  # fmt: skip
+                                    head.fields.get("context_window"), head.at, build,
+                                    tenant=tenant)  # fmt: skip
     except DomainError as exc:
         if "line" in exc.details:
             raise
@@ -321,7 +322,7 @@ def read_lines(path: str | Path) -> list[tuple[int, str]]:
         raise BadFile(f"{path}: {exc.strerror or exc}") from None
 
 
-def import_file(url: str, path: str | Path) -> str:
+def import_file(url: str, path: str | Path, tenant: str | None = None) -> str:
     """Import a transcript or an export file into the store at ``url``; the new session's id.
 
     An export (``ctxstore export``) is recognised by its first line and
@@ -330,7 +331,8 @@ def import_file(url: str, path: str | Path) -> str:
     one by one: compacted after each line the API compacts after, with the
     same summarizer, all in the one write (``service.memory_projection``).
     The projections catch up before this returns, so the session is ready to
-    serve the moment the id is printed.  On a terminal each long phase shows
+    serve the moment the id is printed.  ``tenant`` owns the new session
+    (default: an export's own tenant, else the default tenant).  On a terminal each long phase shows
     a progress bar on stderr (``scripts/progress.py``).
     """
     from scripts.export_import import import_export, is_export, read_export
@@ -347,7 +349,7 @@ def import_file(url: str, path: str | Path) -> str:
     runtime = Runtime(url)
     try:
         if records is not None:
-            sid = import_export(runtime.app, records)
+            sid = import_export(runtime.app, records, tenant)
         else:
             assert steps is not None
             position = (runtime.app.recorder.max_notification_id() or 0) + 1
@@ -355,7 +357,7 @@ def import_file(url: str, path: str | Path) -> str:
                                         runtime.summarizer)  # fmt: skip
             after = compactor.after if runtime.auto_compact else None
             with Progress("import: running lines", len(steps) - 1, "lines") as bar:
-                sid = import_transcript(runtime.app, steps, after, bar)
+                sid = import_transcript(runtime.app, steps, after, bar, tenant)
         start = runtime.position()
         pending = (runtime.app.recorder.max_notification_id() or 0) - start
         with Progress("import: projecting", pending, "events") as bar:

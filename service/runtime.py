@@ -29,6 +29,7 @@ from domain.policy import Policy
 from domain.render import render_shape
 from domain.store_config import database_url, working_set_budget
 from domain.summarizer import Summarizer, for_session, summarizer_from_env
+from domain.tenancy import check_owner
 from domain.tokens import check_tokenizer
 from projections import queries as q
 from projections import session_queries as sq
@@ -195,6 +196,18 @@ class Runtime:
             projector.working.trim()  # what the last query brought in may go now
         return projector
 
+    def _owned(self, session_id: str, tenant: str | None) -> tuple[Any, Any]:
+        """The caught-up projector and the session's row, if ``tenant`` may see it.
+
+        Another tenant's session is unknown (``domain.tenancy.check_owner``);
+        ``tenant`` None is the process itself.  A session's tenant never
+        changes, so checking before the query cannot race with a writer.
+        """
+        projector = self._projector()
+        session = q.session_row(projector, session_id)
+        check_owner(session.tenant, tenant, session.session_id)
+        return projector, session
+
     def _latest_commit_of(self, session_id: str, node_id: str) -> str | None:
         with self._lock:
             found: str | None = self._projector().commit_at(session_id, node_id)
@@ -202,9 +215,9 @@ class Runtime:
 
     # ------------------------------------------------------------- queries
 
-    def tools(self, session_id: str) -> dict[str, Any]:
+    def tools(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
         with self._lock:
-            session = q.session_row(self._projector(), session_id)
+            _, session = self._owned(session_id, tenant)
             return {"session_id": session.session_id, "tools": session.tools}
 
     def sessions(self) -> list[dict[str, Any]]:
@@ -212,34 +225,41 @@ class Runtime:
         return self.sessions_page()[0]
 
     def sessions_page(
-        self, limit: int | None = None, after: SessionKey | None = None
-    ) -> tuple[list[dict[str, Any]], str | None]:
-        """A page of sessions, oldest first, and the next page's cursor (None at the end)."""
+        self, limit: int | None = None, after: SessionKey | None = None,
+        tenant: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str | None]:  # fmt: skip
+        """A page of ``tenant``'s sessions (every one for None), oldest first, and the
+        next page's cursor (None at the end)."""
         with self._lock:
-            return sq.sessions(self._projector(), limit, after)
+            return sq.sessions(self._projector(), limit, after, tenant)
 
-    def session_info(self, session_id: str) -> dict[str, Any]:
+    def session_info(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
         with self._lock:
-            return sq.session_info(self._projector(), self.store, session_id)
+            projector, _ = self._owned(session_id, tenant)
+            return sq.session_info(projector, self.store, session_id)
 
-    def branch_nodes(self, session_id: str, head: str | None = None) -> dict[str, Any]:
+    def branch_nodes(self, session_id: str, head: str | None = None,
+                     tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
         with self._lock:
-            return sq.branch_nodes(self._projector(), session_id, head)
+            projector, _ = self._owned(session_id, tenant)
+            return sq.branch_nodes(projector, session_id, head)
 
-    def head_commit(self, session_id: str) -> dict[str, Any]:
+    def head_commit(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
         with self._lock:
-            return q.head_commit(self._projector(), self.store, session_id).to_json()
+            projector, _ = self._owned(session_id, tenant)
+            return q.head_commit(projector, self.store, session_id).to_json()
 
-    def commit(self, session_id: str, commit_id: str) -> dict[str, Any]:
+    def commit(self, session_id: str, commit_id: str,
+               tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
         with self._lock:
-            q.session_row(self._projector(), session_id)
-            return q.load_commit(self._projector(), self.store, session_id, commit_id).to_json()
+            projector, _ = self._owned(session_id, tenant)
+            return q.load_commit(projector, self.store, session_id, commit_id).to_json()
 
     def rendered(self, session_id: str, shape: str = "neutral",
-                 commit_id: str | None = None, cache: bool = False) -> dict[str, Any]:  # fmt: skip
+                 commit_id: str | None = None, cache: bool = False,
+                 tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
         with self._lock:
-            projector = self._projector()
-            session = q.session_row(projector, session_id)
+            projector, session = self._owned(session_id, tenant)
             cid = commit_id or q.head_commit_id(projector, session)
             if cid is None:
                 raise errors.NotFound("the session has no commit yet: append a node first")
@@ -266,49 +286,61 @@ class Runtime:
                     self._rendered.popitem(last=False)
             return self._rendered[key]
 
-    def timeline(self, session_id: str) -> list[dict[str, Any]]:
-        return self.timeline_after(session_id, 0)[0]
+    def timeline(self, session_id: str, tenant: str | None = None) -> list[dict[str, Any]]:
+        return self.timeline_after(session_id, 0, tenant)[0]
 
-    def timeline_after(self, session_id: str, after: int) -> tuple[list[dict[str, Any]], int]:
+    def timeline_after(self, session_id: str, after: int,
+                       tenant: str | None = None) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
         with self._lock:
-            q.session_row(self._projector(), session_id)
+            self._owned(session_id, tenant)
             return q.timeline_after(self.store, session_id, after)
 
-    def explain(self, session_id: str, node_id: str) -> dict[str, Any]:
+    def explain(self, session_id: str, node_id: str,
+                tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
         with self._lock:
-            return explain(self._projector(), self.store, session_id, node_id)
+            projector, _ = self._owned(session_id, tenant)
+            return explain(projector, self.store, session_id, node_id)
 
-    def commit_transitions(self, session_id: str, commit_id: str) -> dict[str, Any]:
+    def commit_transitions(self, session_id: str, commit_id: str,
+                           tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
         with self._lock:
-            session = q.session_row(self._projector(), session_id)
+            _, session = self._owned(session_id, tenant)
             return q.commit_transitions(self.store, session.session_id, commit_id)
 
-    def occupancy(self, session_id: str) -> dict[str, Any]:
+    def occupancy(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
         with self._lock:
-            return q.occupancy(self._projector(), self.store, session_id,
+            projector, _ = self._owned(session_id, tenant)
+            return q.occupancy(projector, self.store, session_id,
                                self.processor.policy_of)  # fmt: skip
 
-    def budget(self, session_id: str) -> dict[str, Any]:
+    def budget(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
         with self._lock:
-            return q.budget(self._projector(), session_id, self.processor.policy_of)
+            projector, _ = self._owned(session_id, tenant)
+            return q.budget(projector, session_id, self.processor.policy_of)
 
-    def dag(self, session_id: str) -> dict[str, Any]:
+    def dag(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
         with self._lock:
-            return q.dag(self._projector(), session_id)
+            projector, _ = self._owned(session_id, tenant)
+            return q.dag(projector, session_id)
 
-    def session_version(self, session_id: str) -> int:
+    def session_version(self, session_id: str, tenant: str | None = None) -> int:
         with self._lock:
-            return q.session_row(self._projector(), session_id).version
+            version: int = self._owned(session_id, tenant)[1].version
+            return version
 
     # ----------------------------------------------------------- compaction
 
-    def compact(self, session_id: str, expected_version: int | None = None) -> dict[str, Any]:
+    def compact(self, session_id: str, expected_version: int | None = None,
+                tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
         """Summarize the oldest foldable run under HEAD and record the summary."""
-        result: dict[str, Any] = self.compact_reporting(session_id, expected_version).result
+        result: dict[str, Any] = self.compact_reporting(
+            session_id, expected_version, tenant=tenant
+        ).result
         return result
 
     def compact_reporting(self, session_id: str, expected_version: int | None = None,
-                          idempotency: Pending | None = None) -> Executed:  # fmt: skip
+                          idempotency: Pending | None = None,
+                          tenant: str | None = None) -> Executed:  # fmt: skip
         """``compact``, saying which follow-up failed; with a key, at most once per key.
 
         The session's own lock is held throughout, so its appends wait for
@@ -316,13 +348,14 @@ class Runtime:
         lock only while reading the projection: a slow summarizer stalls no
         other session.
         """
+        with self._lock:
+            self._owned(session_id, tenant)  # another tenant's session is unknown, even replayed
         stored = self._claimed(idempotency)
         if stored is not None:
             return self._compacted_again(session_id, stored)
         with self.app.locks.hold(session_id):
             with self._lock:
-                projector = self._projector()
-                session = q.session_row(projector, session_id)
+                projector, session = self._owned(session_id, tenant)
                 commit_id = q.head_commit_id(projector, session)
                 if commit_id is None:
                     raise errors.NothingToCompact("the session has no commit yet")

@@ -55,3 +55,21 @@ def test_a_legacy_store_upgrades_and_keeps_working(legacy: str) -> None:
     finally:
         rt.close()
     assert rebuild_and_compare(legacy)["identical"]
+
+
+def test_legacy_sessions_belong_to_the_default_tenant(legacy: str) -> None:
+    """v1 ``SessionStarted`` events and v2 ``Session`` snapshots upcast to the default tenant."""
+    rt = Runtime(legacy)
+    try:
+        found = sessions(rt)
+        main = found["legacy main"]["session_id"]
+        assert rt.app.session(main).tenant == "default"  # restored from a v2 snapshot
+        for title, row in found.items():
+            assert rt.app.session(row["session_id"]).tenant == "default", title
+        listed, _ = rt.sessions_page(tenant="default")
+        assert {s["title"] for s in listed} == set(found)
+        assert rt.sessions_page(tenant="acme")[0] == []
+        with pytest.raises(Exception, match="unknown session"):
+            rt.session_info(main, tenant="acme")
+    finally:
+        rt.close()

@@ -5,9 +5,12 @@
     from api.client import AsyncClient
     from api.client.agents import CtxStoreSession
 
-    ctx = AsyncClient("http://127.0.0.1:8000")
+    ctx = AsyncClient("http://127.0.0.1:8000", api_key=KEY)
     session = await CtxStoreSession.create(ctx, title="support chat", model="openai:gpt-4o")
     await Runner.run(agent, "Hello", session=session)   # session.session_id: ctxstore's id
+
+or, without a client of your own, ``await CtxStoreSession.open(url, api_key=KEY)``
+(a new session) or ``CtxStoreSession.open(url, session_id, api_key=KEY)``.
 
 How items become nodes (so ctxstore's rules see a conversation, not blobs):
 
@@ -73,6 +76,22 @@ class CtxStoreSession:
                      context_window: int | None = None) -> CtxStoreSession:  # fmt: skip
         started = await client.start_session(title, model, context_window=context_window)
         return cls(started.session_id, client)
+
+    @classmethod
+    async def open(cls, base_url: str, session_id: str | None = None, *,
+                   api_key: str | None = None, title: str = "", model: str = "openai:gpt-4o",
+                   context_window: int | None = None) -> CtxStoreSession:  # fmt: skip
+        """A session over a client of its own (``api_key`` sent as ``Authorization: Bearer``):
+        ``session_id``'s, or a new one.  ``await session.client.aclose()`` when done."""
+        client = AsyncClient(base_url, api_key=api_key)
+        try:
+            if session_id is None:
+                return await cls.create(client, title, model, context_window)
+            await client.get_session(session_id)  # unknown (or another tenant's): NotFound now
+            return cls(session_id, client)
+        except BaseException:
+            await client.aclose()
+            raise
 
     # ------------------------------------------------------------ protocol
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from starlette.types import Receive, Scope, Send
 
 from api.app import create_app
 from projections.rebuild import rebuild_and_compare
@@ -116,27 +115,21 @@ def test_every_command_route_takes_a_key(client: TestClient) -> None:
     assert len(client.get("/sessions").json()["sessions"]) == 2  # and one branch
 
 
-class _Tenants:
-    """Sets the scope key an auth layer sets, from a test header."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope["headers"])
-            scope["ctxstore_tenant"] = headers.get(b"x-test-tenant", b"").decode()
-        await self.app(scope, receive, send)
-
-
 def test_keys_are_scoped_by_tenant(runtime: Any) -> None:
-    with TestClient(_Tenants(create_app(runtime)), base_url="http://localhost") as c:
-        a = c.post("/sessions", json={}, headers={**_key("same"), "X-Test-Tenant": "a"})
-        b = c.post("/sessions", json={}, headers={**_key("same"), "X-Test-Tenant": "b"})
-        a2 = c.post("/sessions", json={}, headers={**_key("same"), "X-Test-Tenant": "a"})
+    from service.api_keys import KeyStore
+
+    keys = KeyStore(runtime.store.engine)
+    tenant = {t: {"Authorization": f"Bearer {keys.create(t, 'write')[1]}"} for t in "ab"}
+    with TestClient(create_app(runtime), base_url="http://localhost") as c:
+        a = c.post("/sessions", json={}, headers={**_key("same"), **tenant["a"]})
+        b = c.post("/sessions", json={}, headers={**_key("same"), **tenant["b"]})
+        a2 = c.post("/sessions", json={}, headers={**_key("same"), **tenant["a"]})
         assert a.json()["session_id"] != b.json()["session_id"]
         assert a2.content == a.content
-        assert len(c.get("/sessions").json()["sessions"]) == 2
+        assert [len(c.get("/sessions", headers=tenant[t]).json()["sessions"]) for t in "ab"] == [
+            1,
+            1,
+        ]
 
 
 def test_concurrent_retries_store_one_command(runtime: Any) -> None:

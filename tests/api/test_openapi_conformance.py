@@ -55,7 +55,7 @@ def test_no_response_violates_the_typed_document(runtime: Any) -> None:
 
 
 def _drive(operation: Any, mode: GenerationMode, examples: int,
-           real: dict[str, list[str]]) -> None:  # fmt: skip
+           real: dict[str, list[str]], headers: dict[str, str] | None = None) -> None:  # fmt: skip
     @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))  # fmt: skip
     @given(case=operation.as_strategy(generation_mode=mode), pick=st.integers(0, 99))
@@ -67,10 +67,35 @@ def _drive(operation: Any, mode: GenerationMode, examples: int,
             }
         if operation.path.endswith("/stream"):
             case.query = {**(case.query or {}), "once": "true"}  # never an endless stream
-        case.call_and_validate(checks=CHECKS)
+        case.call_and_validate(checks=CHECKS, headers=headers)
 
     try:
         run()
     except Unsatisfiable:
         # nothing to make invalid: no parameters and no body (GET /health)
         assert mode is GenerationMode.NEGATIVE, operation.path
+
+
+def test_with_a_key_no_response_violates_the_typed_document(runtime: Any) -> None:
+    """The same run once keys exist: every request carries a valid write key of one
+    tenant, and the path ids are its own session's or another tenant's (404)."""
+    from service.api_keys import KeyStore
+
+    secret = KeyStore(runtime.store.engine).create("acme", "write")[1]
+    headers = {"Authorization": f"Bearer {secret}"}
+    theirs, _ = runtime.execute("start_session", "globex's", tenant="globex")
+    app = create_app(runtime)
+    with TestClient(app, headers=headers) as client:
+        world = World(client)
+        commit = ok(client.get(f"/sessions/{world.sid}/context"))["id"]
+        assert client.get(f"/sessions/{theirs}").status_code == 404
+        before = world.version
+    real = {"sid": [world.sid, world.other, str(theirs)], "nid": ["u1", "a1", "t1", "a4", "a4b"],
+            "cid": [commit]}  # fmt: skip
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        for mode, examples in EXAMPLES.items():
+            _drive(operation, mode, examples, real, headers)
+    assert runtime.app.session(world.sid).version > before, "the key's commands went through"
+    assert runtime.app.session(theirs).version == 1, "and the other tenant's session is intact"

@@ -1,0 +1,128 @@
+"""Who is calling: the ``Authorization: Bearer`` key, its tenant and its scope.
+
+An ASGI middleware in front of every route.  It resolves the key
+(``service.api_keys``) and records, in the ASGI scope, what the rest of the
+stack goes by: ``ctxstore_tenant`` (handlers pass it to the runtime, whose
+domain check makes other tenants' sessions unknown), ``ctxstore_key_id``
+(what idempotency and per-client limits are keyed by) and
+``ctxstore_scope``.
+
+- No key, or one that is unknown or revoked: ``401 unauthenticated`` with
+  ``WWW-Authenticate: Bearer``.
+- A key whose scope is too narrow for the method: ``403 forbidden``.  GET
+  and HEAD need ``read``, DELETE (erasure) ``admin``, every other method
+  (the commands) ``write``.
+- ``/health``, ``/openapi.json`` and the inspector's static files are public:
+  they hold no session data (the inspector reads through the API, with a key).
+
+Zero set-up: until the first key is created in the store (revoked ones
+count, so revoking every key never opens a server), a request from a
+loopback address is served as the default tenant with ``admin`` scope and
+key id None, whatever Authorization it carries (there is no key to check it
+against).  A request from any other address still needs a key, so ``serve
+--host 0.0.0.0`` on a fresh store is never open to the network, and neither
+is one behind a local reverse proxy that says whom it forwards for
+(``X-Forwarded-For``, which uvicorn trusts from loopback only).  Starlette's
+in-process test client (no socket at all) counts as loopback.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.errors import error_response
+from api.openapi import PUBLIC_PATHS
+from domain.tenancy import DEFAULT_TENANT
+from service.api_keys import ApiKey, KeyStore
+
+TENANT, KEY_ID, SCOPE = "ctxstore_tenant", "ctxstore_key_id", "ctxstore_scope"
+IN_PROCESS = "testclient"  # starlette.testclient's client name: no network involved
+CHALLENGE = 'Bearer realm="ctxstore"'
+
+
+def needed_scope(method: str) -> str:
+    if method in ("GET", "HEAD", "OPTIONS"):
+        return "read"
+    return "admin" if method == "DELETE" else "write"
+
+
+def tenant_of(request: Request) -> str:
+    """The caller's tenant, as the middleware resolved it (never absent behind it)."""
+    tenant: str = request.scope[TENANT]
+    return tenant
+
+
+def _public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path == "/ui" or path.startswith("/ui/")
+
+
+def _loopback(scope: Scope) -> bool:
+    """Whether the request comes from this machine (the peer's address)."""
+    client = scope.get("client")
+    if not client:
+        return False
+    host = str(client[0])
+    if host == IN_PROCESS:
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _bearer(scope: Scope) -> str | None:
+    """The bearer token, "" for an Authorization header of another kind, None without one."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            kind, _, token = value.decode("latin-1").strip().partition(" ")
+            return token.strip() if kind.lower() == "bearer" else ""
+    return None
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp, keys: KeyStore) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _public(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        token = _bearer(scope)
+        key: ApiKey | None = None
+        if _loopback(scope) and not await run_in_threadpool(self.keys.any_created):
+            key = ApiKey("", DEFAULT_TENANT, "admin", 0.0)  # zero set-up: see above
+        elif token is None:
+            await _refuse(scope, receive, send, "an API key is required: send "
+                          "Authorization: Bearer <key> (ctxstore keys create)")  # fmt: skip
+            return
+        elif token:
+            key = await run_in_threadpool(self.keys.resolve, token)
+        if key is None:
+            await _refuse(scope, receive, send, "the API key is unknown or revoked",
+                          'Bearer realm="ctxstore", error="invalid_token"')  # fmt: skip
+            return
+        needed = needed_scope(scope["method"])
+        if not key.allows(needed):
+            response = error_response(
+                403, "forbidden", f"this key's scope is {key.scope}; "
+                f"{scope['method']} needs {needed}", {"scope": key.scope, "needed": needed},
+            )  # fmt: skip
+            await response(scope, receive, send)
+            return
+        scope[TENANT] = key.tenant
+        scope[KEY_ID] = key.key_id or None
+        scope[SCOPE] = key.scope
+        await self.app(scope, receive, send)
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, message: str,
+                  challenge: str = CHALLENGE) -> Any:  # fmt: skip
+    response = error_response(401, "unauthenticated", message,
+                              headers={"WWW-Authenticate": challenge})  # fmt: skip
+    await response(scope, receive, send)
