@@ -88,7 +88,8 @@ def test_a_store_without_keys_serves_loopback_without_one(client: TestClient) ->
 
 
 def test_a_store_without_keys_refuses_other_addresses(runtime: Any) -> None:
-    with TestClient(create_app(runtime), client=("203.0.113.7", 40000)) as remote:
+    with TestClient(create_app(runtime), client=("203.0.113.7", 40000),
+                    base_url="http://localhost") as remote:  # fmt: skip
         r = remote.get("/sessions")
         assert r.status_code == 401 and r.json()["error"]["code"] == "unauthenticated"
         assert r.headers["www-authenticate"].startswith("Bearer")

@@ -36,7 +36,7 @@ TENANTS = ("a", "b")
 
 
 def test_two_tenants_never_see_each_others_data(runtime: Any) -> None:
-    with TestClient(create_app(runtime)) as client:
+    with TestClient(create_app(runtime), base_url="http://localhost") as client:
         keys = KeyStore(runtime.store.engine)
         routes = session_routes()
         reads = [ep for ep in ENDPOINTS if ep.method == "GET"]
