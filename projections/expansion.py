@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from domain.context import STATE_ORDER, Item
 from domain.tokens import item_tokens
 from domain.working_context import WorkingContext, tokens_of
+from projections.erasure import attach_erased
 from projections.records import NodeRow
 
 if TYPE_CHECKING:
@@ -76,6 +77,9 @@ def expand_attach(projector: Projector, ctx: WorkingContext, node: NodeRow) -> N
     key = f"{source}:{head}"
     if key in ctx.attached:
         return  # this source is already staged under this head: expand once
+    if source not in projector.dag.sessions:
+        attach_erased(ctx, node, source, head)  # the source was erased: a tombstone
+        return
     commit_id = node.meta.get("commit")
     if commit_id not in projector.commits:
         commit_id = projector.commit_at(source, head)

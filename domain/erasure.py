@@ -1,0 +1,88 @@
+"""Erasure: the audit record an erased session leaves, and the tombstones it leaves elsewhere.
+
+Erasing a session removes its events from the log for good (see the README's
+"Erasure" section for why hard deletion and not crypto-shredding).  What
+stays is this record: one ``Erasure`` aggregate per erased session, saved in
+the same transaction as the deletion, saying who erased what and when, and
+nothing of the content (ids and counts only).  Projections skip it.
+
+Other sessions that staged (attach) or merged the erased content keep their
+own events, which carry no content of it; when the projection meets an
+attach or merge peer whose session no longer exists, it shows a tombstone
+item instead (``projections/erasure.py``), live and in a rebuild alike.  A
+summary another session recorded over such copies *does* quote the erased
+content, so its stored text is replaced by ``summary_tombstone``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from eventsourcing.domain import Aggregate
+
+from domain.events import JSON
+
+_NAMESPACE = uuid5(NAMESPACE_URL, "ctxstore:erasure")
+
+
+class Erasure(Aggregate):
+    """Session ``session_id`` (and its branches) was erased by ``by``."""
+
+    class Created(Aggregate.Created):
+        session_id: str
+        erased_sessions: list[str]
+        events: int
+        nodes: int
+        tombstoned: list[JSON]  # [{session_id, summary_id}]: summaries rewritten elsewhere
+        referrers: list[str]  # sessions that showed copies and now show tombstones
+        by: str
+
+    def __init__(  # what replaying Created calls
+        self, session_id: str, erased_sessions: list[str], events: int, nodes: int,
+        tombstoned: list[JSON], referrers: list[str], by: str,
+    ) -> None:  # fmt: skip
+        self.session_id = session_id
+        self.erased_sessions = erased_sessions
+        self.events = events
+        self.nodes = nodes
+        self.tombstoned = tombstoned
+        self.referrers = referrers
+        self.by = by
+
+
+ERASURE_TOPIC = f"{Erasure.Created.__module__}:{Erasure.Created.__qualname__}"
+
+
+def erasure_id(session_id: str) -> UUID:
+    """One record per erased session: a second erasure of it cannot be stored."""
+    return uuid5(_NAMESPACE, session_id)
+
+
+def summary_tombstone(sessions: Iterable[str]) -> str:
+    """The text a summary that quoted erased content is left with."""
+    return f"[Summary erased: it quoted content of erased session(s) {', '.join(sorted(sessions))}]"
+
+
+def attach_tombstone(source: str) -> str:
+    return f"[Attached context from session {source} was erased]"
+
+
+def merge_tombstone(source: str) -> str:
+    return f"[Merged context from session {source} was erased]"
+
+
+def quotes(covered_id: str, names: set[str]) -> bool:
+    """Whether an item id is, or is a copy of, one of ``names`` (node or summary ids).
+
+    A copy's id is the attach node's id, ``:``, and the copied item's id
+    (nested attaches nest the prefix), so a suffix after a ``:`` is checked too.
+    """
+    if covered_id in names:
+        return True
+    at = covered_id.find(":")
+    while at != -1:
+        if covered_id[at + 1 :] in names:
+            return True
+        at = covered_id.find(":", at + 1)
+    return False

@@ -1,0 +1,224 @@
+"""Erase a session for good: its events, claims, projections, and what quotes it elsewhere.
+
+Hard deletion (the README's "Erasure" says why not crypto-shredding): in
+one transaction on the event store, the session's events and snapshots, the
+events of every branch of it (a branch's history *is* the source's chain),
+and the id claims of their nodes are deleted; summaries other sessions
+recorded over copies of that content get a tombstone text in place; and an
+``Erasure`` record (who, when, what; no content) is inserted.  Then every
+projection is rebuilt from the remaining log, so the live tables are by
+construction what a later rebuild gives (other sessions' attach and merge
+copies turn into tombstones, ``projections/erasure.py``), and the database
+files are compacted so no freed page still holds the content: ``VACUUM``
+and a WAL checkpoint on SQLite, ``VACUUM (FULL)`` of the touched tables on
+PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sqlite3
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+from sqlalchemy import Connection, bindparam, text
+
+from domain import events as ev
+from domain.erasure import ERASURE_TOPIC, Erasure, erasure_id, quotes, summary_tombstone
+from domain.node_claim import claim_id
+from projections import tables as t
+from projections.projector import Projector
+from projections.store import WRITE_OPTION
+from service.runtime import Runtime
+
+log = logging.getLogger("ctxstore.erasure")
+
+
+def _branches(projector: Projector, session_id: str) -> list[str]:
+    """``session_id`` and every session branched from it, at any depth, oldest first."""
+    found = [session_id]
+    for sid in sorted(projector.dag.sessions, key=lambda s: projector.dag.sessions[s].created_at):
+        branched = projector.dag.sessions[sid].branched_from
+        if sid not in found and branched and branched["session_id"] in found:
+            found.append(sid)
+    return found
+
+
+def _referrers(projector: Projector, erased: set[str]) -> list[str]:
+    """Sessions that attached or merged erased content, directly or through another one."""
+    sources = set(erased)
+    referrers: list[str] = []
+    changed = True
+    while changed:
+        changed = False
+        for node in projector.dag.nodes.values():
+            if node.session_id in sources:
+                continue
+            named: list[str] = []
+            if node.role == "attach":
+                named = [node.meta.get("source_session", "")]
+            elif node.role == "merge":
+                named = [str(p.get("session_id", node.session_id)) for p in node.meta["peers"]]
+            if any(n in sources for n in named):
+                sources.add(node.session_id)
+                referrers.append(node.session_id)
+                changed = True
+    return sorted(set(referrers))
+
+
+class Eraser:
+    """Runs one erasure on a runtime (holding its lock throughout)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.app = runtime.app
+        recorder: Any = self.app.recorder
+        snapshots: Any = self.app.snapshots.recorder if self.app.snapshots else None
+        self.events_table: str = recorder.events_table_name
+        self.snapshots_table: str | None = snapshots.events_table_name if snapshots else None
+        self.is_sqlite = runtime.store.is_sqlite
+
+    def erase(self, session_id: str, by: str, at: datetime | None = None) -> dict[str, Any]:
+        runtime = self.runtime
+        with runtime._lock:  # noqa: SLF001  (no command or catch-up may interleave)
+            root = str(self.app.session(session_id).id)  # SessionNotFound: 404
+            runtime.catch_up()
+            projector = runtime._projector()  # noqa: SLF001
+            erased = _branches(projector, root)
+            nodes = sorted(n.node_id for n in projector.dag.nodes.values()
+                           if n.session_id in erased)  # fmt: skip
+            referrers = _referrers(projector, set(erased))
+            rewrites = self._summary_rewrites(projector, referrers, set(nodes), erased)
+            events = sum(len(self.app.events_of(UUID(sid))) for sid in erased)
+            record = {
+                "session_id": root, "erased_sessions": erased, "events": events,
+                "nodes": len(nodes), "referrers": referrers,
+                "tombstoned": [{"session_id": sid, "summary_id": e.summary_id}
+                               for sid, e in rewrites],
+                "by": by,
+            }  # fmt: skip
+            audit = Erasure._create(Erasure.Created, id=erasure_id(root), timestamp=at, **record)
+            stored_audit = self.app.mapper.to_stored_event(audit.collect_events()[0])
+            with runtime.store.engine.connect() as conn:
+                conn.execution_options(**{WRITE_OPTION: True})
+                with conn.begin():
+                    self._delete(conn, erased, nodes, rewrites, stored_audit)
+            for sid in {*erased, *(sid for sid, _ in rewrites)}:
+                self.app._evict(UUID(sid))  # noqa: SLF001
+            runtime._rendered.clear()  # noqa: SLF001
+            runtime.store.truncate()  # every projection again, from what is left
+            runtime.processor.projector = None
+            runtime.catch_up()
+            compacted = self._compact()
+        return {**record, "erased_at": audit.created_on.isoformat(), "compacted": compacted}
+
+    # ------------------------------------------------------------- planning
+
+    def _summary_rewrites(
+        self, projector: Projector, referrers: list[str], nodes: set[str], erased: list[str]
+    ) -> list[tuple[str, Any]]:
+        """The summaries other sessions recorded over copies of the erased content."""
+        names = set(nodes)  # erased node ids, then tainted summary ids as they are found
+        summaries = [(sid, e) for sid in referrers for e in self.app.events_of(UUID(sid))
+                     if isinstance(e, ev.SummaryRecorded)]  # fmt: skip
+        tainted: dict[tuple[str, int], tuple[str, Any]] = {}
+        changed = True
+        while changed:  # a summary over a copy of a tainted summary is tainted too
+            changed = False
+            for sid, event in summaries:
+                key = (sid, event.originator_version)
+                if key in tainted or not self._quotes(projector, event, names):
+                    continue
+                tainted[key] = (sid, event)
+                names.add(event.summary_id)
+                changed = True
+        text = summary_tombstone(erased)
+        return [(sid, dataclasses.replace(e, text=text)) for sid, e in tainted.values()]
+
+    @staticmethod
+    def _quotes(projector: Projector, event: Any, names: set[str]) -> bool:
+        if any(quotes(c, names) for c in event.covered):
+            return True
+        if event.commit not in projector.commits:
+            return False
+        by_id = {i.item_id: i for i in projector.items_of(event.commit)}
+        return any((item := by_id.get(c)) is not None and item.source_node_id in names
+                   for c in event.covered)  # fmt: skip
+
+    # ------------------------------------------------------------- writing
+
+    def _key(self, uuid: UUID | str) -> Any:
+        uuid = uuid if isinstance(uuid, UUID) else UUID(uuid)
+        return uuid.hex if self.is_sqlite else uuid
+
+    def _delete(self, conn: Connection, erased: list[str], nodes: list[str],
+                rewrites: list[tuple[str, Any]], audit: StoredEvent) -> None:  # fmt: skip
+        if self.is_sqlite:
+            conn.exec_driver_sql("PRAGMA secure_delete=ON")  # freed cells are zeroed
+        else:  # as the recorder does: notification ids stay in commit order
+            conn.exec_driver_sql(f"LOCK TABLE {self.events_table} IN EXCLUSIVE MODE")
+        ids = [self._key(UUID(sid)) for sid in erased] + [self._key(claim_id(n)) for n in nodes]
+        tables = [self.events_table] + ([self.snapshots_table] if self.snapshots_table else [])
+        for table in tables:
+            delete = text(f"DELETE FROM {table} WHERE originator_id IN :ids")
+            for chunk in _chunks(ids, 500):
+                conn.execute(delete.bindparams(bindparam("ids", expanding=True)), {"ids": chunk})
+        update = text(f"UPDATE {self.events_table} SET state = :state "
+                      "WHERE originator_id = :id AND originator_version = :version")  # fmt: skip
+        for _, event in rewrites:
+            stored = self.app.mapper.to_stored_event(event)
+            conn.execute(update, {"state": stored.state, "id": self._key(stored.originator_id),
+                                  "version": stored.originator_version})  # fmt: skip
+        insert = text(f"INSERT INTO {self.events_table} "
+                      "(originator_id, originator_version, topic, state) "
+                      "VALUES (:id, :version, :topic, :state)")  # fmt: skip
+        conn.execute(insert, {"id": self._key(audit.originator_id), "version": 1,
+                              "topic": audit.topic, "state": audit.state})  # fmt: skip
+
+    def _compact(self) -> bool:
+        """Leave no freed page holding erased content; whether that fully succeeded."""
+        try:
+            if self.is_sqlite:
+                database = self.runtime.store.engine.url.database
+                assert database is not None
+                with sqlite3.connect(database, timeout=30, isolation_level=None) as raw:
+                    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    raw.execute("VACUUM")
+                    busy: int = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                raw.close()
+                return busy == 0
+            names = [self.events_table, *([self.snapshots_table] if self.snapshots_table else []),
+                     *(table.name for table in t.PROJECTION_TABLES)]  # fmt: skip
+            with self.runtime.store.engine.connect() as conn:
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                conn.exec_driver_sql("SET lock_timeout = 30000")
+                conn.exec_driver_sql(f"VACUUM (FULL) {', '.join(names)}")
+            return True
+        except Exception:
+            log.exception("compacting the database after an erasure failed; run VACUUM yourself")
+            return False
+
+
+def _chunks(values: list[Any], size: int) -> Iterable[list[Any]]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def erasures(runtime: Runtime) -> list[dict[str, Any]]:
+    """Every erasure record, oldest first (the audit trail erasure leaves)."""
+    notes = runtime.app.recorder.select_notifications(start=1, limit=1_000_000,
+                                                      topics=[ERASURE_TOPIC])  # fmt: skip
+    out = []
+    for note in notes:
+        event: Any = runtime.app.mapper.to_domain_event(note)
+        out.append({
+            "session_id": event.session_id, "erased_sessions": event.erased_sessions,
+            "events": event.events, "nodes": event.nodes, "referrers": event.referrers,
+            "tombstoned": event.tombstoned, "by": event.by,
+            "erased_at": event.timestamp.isoformat(),
+        })  # fmt: skip
+    return out
