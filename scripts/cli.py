@@ -8,6 +8,7 @@
     ctxstore replay  SESSION_ID --to VERSION [--render neutral|openai|anthropic] [--db URL]
     ctxstore worker  [--db URL] [--interval 0.5]     # projections as their own process
     ctxstore rebuild [--db URL]                      # exit 1 if the digests differ
+    ctxstore erase   SESSION_ID [--db URL] [--by NAME] # erase it (and its branches) for good
 
 ``--db`` defaults to ``CTXSTORE_DATABASE_URL`` (else ``sqlite:///ctxstore.db``).
 
@@ -121,7 +122,20 @@ def cmd_import(args: argparse.Namespace) -> int:
 EXPORT_PAGE = 1_000  # events read at a time, so a long export can show its progress
 
 
+def _export_line(event: Any, redact: bool) -> str:
+    """``export_line``, with secrets masked when the policy redacts (``domain/rules/redact``)."""
+    line = export_line(event)
+    if not redact:
+        return line
+    from domain.rules.redact import mask_json
+
+    record = json.loads(line)
+    record["data"] = mask_json(record["data"])[0]
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    redact = Policy.from_env().redact_secrets
     app = _app(args)
     lines: list[str] = []
     try:
@@ -132,7 +146,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                                      limit=EXPORT_PAGE)  # fmt: skip
                 if not page:
                     break
-                lines += [export_line(event) + "\n" for event in page]
+                lines += [_export_line(event, redact) + "\n" for event in page]
                 bar.update(len(lines))
     finally:
         app.close()
@@ -245,6 +259,18 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     return 0 if result.get("identical") else 1
 
 
+def cmd_erase(args: argparse.Namespace) -> int:
+    from service.erasure import Eraser
+    from service.runtime import Runtime
+
+    runtime = Runtime(_url(args))
+    try:
+        _print_json(Eraser(runtime).erase(args.session_id, args.by))
+    finally:
+        runtime.close()
+    return 0
+
+
 def _serve(url: str, host: str, port: int, workers: int) -> int:
     import uvicorn
 
@@ -316,6 +342,10 @@ def build_parser() -> argparse.ArgumentParser:
     command("worker", cmd_worker, "keep the projections caught up until Ctrl-C"
             ).add_argument("--interval", type=float, default=0.5)  # fmt: skip
     command("rebuild", cmd_rebuild, "rebuild every projection and compare digests")
+    p = command("erase", cmd_erase, "erase a session and its branches for good (stop other "
+                "servers and workers first); prints what was erased")  # fmt: skip
+    p.add_argument("session_id", metavar="SESSION_ID")
+    p.add_argument("--by", default="cli", help="who asked, for the audit record (default: cli)")
     return parser
 
 

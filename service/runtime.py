@@ -18,6 +18,7 @@ from domain import errors
 from domain.application import CtxStore
 from domain.policy import Policy
 from domain.render import render_shape
+from domain.rules.redact import mask_json
 from domain.store_config import database_url
 from domain.summarizer import Summarizer, for_session, summarizer_from_env
 from domain.tokens import check_tokenizer
@@ -188,6 +189,8 @@ class Runtime:
                     "request": render_shape(commit, shape, session.model, cache,
                                             policy.drop_summarized_tools),
                 }  # fmt: skip
+                if self.policy.redact_secrets:  # also items committed before it was on
+                    self._rendered[key]["request"] = mask_json(self._rendered[key]["request"])[0]
                 while len(self._rendered) > RENDER_CACHE:
                     self._rendered.popitem(last=False)
             return self._rendered[key]
@@ -243,7 +246,8 @@ class Runtime:
                 raise errors.NothingToCompact("no foldable run outside the tail window")
             agg = self.app.session(session.session_id)
             summarizer = for_session(self.summarizer, agg.compaction)
-            text = summarize(summarizer, covered, items, self.policy.summary_max_tokens)
+            text = summarize(summarizer, covered, items, self.policy.summary_max_tokens,
+                             redact=self.policy.redact_secrets)  # fmt: skip
             # The summary happens "at" the session's own latest time, not the wall
             # clock: a session driven by recorded times (an import, a replay) must
             # not see hours of idleness appear because compaction ran today.
