@@ -4,7 +4,8 @@ Erasing a session removes its events from the log for good (see the README's
 "Erasure" section for why hard deletion and not crypto-shredding).  What
 stays is this record: one ``Erasure`` aggregate per erased session, saved in
 the same transaction as the deletion, saying who erased what and when, and
-nothing of the content (ids and counts only).  Projections skip it.
+nothing of the content (ids and counts only), stored as the erased
+session's own next event (``erasure_event``).  Projections skip it.
 
 Other sessions that staged (attach) or merged the erased content keep their
 own events, which carry no content of it; when the projection meets an
@@ -17,17 +18,16 @@ content, so its stored text is replaced by ``summary_tombstone``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from uuid import NAMESPACE_URL, UUID, uuid5
+from datetime import datetime
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
 from domain.events import JSON
 
-_NAMESPACE = uuid5(NAMESPACE_URL, "ctxstore:erasure")
-
 
 class Erasure(Aggregate):
-    """Session ``session_id`` (and its branches) was erased by ``by``."""
+    """Session ``session_id`` (and its branches) was erased by ``by``; ids and counts only."""
 
     class Created(Aggregate.Created):
         session_id: str
@@ -52,11 +52,22 @@ class Erasure(Aggregate):
 
 
 ERASURE_TOPIC = f"{Erasure.Created.__module__}:{Erasure.Created.__qualname__}"
+_TOPIC = f"{Erasure.__module__}:{Erasure.__qualname__}"
 
 
-def erasure_id(session_id: str) -> UUID:
-    """One record per erased session: a second erasure of it cannot be stored."""
-    return uuid5(_NAMESPACE, session_id)
+def erasure_event(session_id: str, version: int, at: datetime, record: JSON) -> Erasure.Created:
+    """The record, stored as the erased session's own next event.
+
+    It takes the place of the session's stream: a process that still holds
+    the session in its aggregate cache and tries to write to it conflicts
+    with this event, reloads, and finds no session (404), instead of storing
+    content again under an erased id.  Each erased branch gets one too,
+    naming the session whose erasure took it (``record["session_id"]``).
+    """
+    return Erasure.Created(
+        originator_id=UUID(session_id), originator_version=version, timestamp=at,
+        originator_topic=_TOPIC, **record,
+    )  # fmt: skip
 
 
 def summary_tombstone(sessions: Iterable[str]) -> str:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sqlite3
+import time
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -28,7 +29,7 @@ from eventsourcing.persistence import StoredEvent
 from sqlalchemy import Connection, bindparam, text
 
 from domain import events as ev
-from domain.erasure import ERASURE_TOPIC, Erasure, erasure_id, quotes, summary_tombstone
+from domain.erasure import ERASURE_TOPIC, erasure_event, quotes, summary_tombstone
 from domain.node_claim import claim_id
 from projections import tables as t
 from projections.projector import Projector
@@ -101,12 +102,15 @@ class Eraser:
                                for sid, e in rewrites],
                 "by": by,
             }  # fmt: skip
-            audit = Erasure._create(Erasure.Created, id=erasure_id(root), timestamp=at, **record)
-            stored_audit = self.app.mapper.to_stored_event(audit.collect_events()[0])
+            when = at or datetime.now(UTC)
+            versions = {sid: self.app.session(sid).version for sid in erased}
+            audit = [self.app.mapper.to_stored_event(erasure_event(sid, versions[sid] + 1, when,
+                                                                   record))
+                     for sid in erased]  # fmt: skip
             with runtime.store.engine.connect() as conn:
                 conn.execution_options(**{WRITE_OPTION: True})
                 with conn.begin():
-                    self._delete(conn, erased, nodes, rewrites, stored_audit)
+                    self._delete(conn, erased, nodes, rewrites, audit)
             for sid in {*erased, *(sid for sid, _ in rewrites)}:
                 self.app._evict(UUID(sid))  # noqa: SLF001
             runtime._rendered.clear()  # noqa: SLF001
@@ -114,7 +118,7 @@ class Eraser:
             runtime.processor.projector = None
             runtime.catch_up()
             compacted = self._compact()
-        return {**record, "erased_at": audit.created_on.isoformat(), "compacted": compacted}
+        return {**record, "erased_at": when.isoformat(), "compacted": compacted}
 
     # ------------------------------------------------------------- planning
 
@@ -156,7 +160,7 @@ class Eraser:
         return uuid.hex if self.is_sqlite else uuid
 
     def _delete(self, conn: Connection, erased: list[str], nodes: list[str],
-                rewrites: list[tuple[str, Any]], audit: StoredEvent) -> None:  # fmt: skip
+                rewrites: list[tuple[str, Any]], audit: list[StoredEvent]) -> None:  # fmt: skip
         if self.is_sqlite:
             conn.exec_driver_sql("PRAGMA secure_delete=ON")  # freed cells are zeroed
         else:  # as the recorder does: notification ids stay in commit order
@@ -176,8 +180,10 @@ class Eraser:
         insert = text(f"INSERT INTO {self.events_table} "
                       "(originator_id, originator_version, topic, state) "
                       "VALUES (:id, :version, :topic, :state)")  # fmt: skip
-        conn.execute(insert, {"id": self._key(audit.originator_id), "version": 1,
-                              "topic": audit.topic, "state": audit.state})  # fmt: skip
+        for stored in audit:  # after the deletes: each takes its erased session's next version
+            conn.execute(insert, {"id": self._key(stored.originator_id),
+                                  "version": stored.originator_version,
+                                  "topic": stored.topic, "state": stored.state})  # fmt: skip
 
     def _compact(self) -> bool:
         """Leave no freed page holding erased content; whether that fully succeeded."""
@@ -196,11 +202,33 @@ class Eraser:
             with self.runtime.store.engine.connect() as conn:
                 conn = conn.execution_options(isolation_level="AUTOCOMMIT")
                 conn.exec_driver_sql("SET lock_timeout = 30000")
+                settled = _wait_for_older_snapshots(conn)
                 conn.exec_driver_sql(f"VACUUM (FULL) {', '.join(names)}")
-            return True
+            return settled
         except Exception:
             log.exception("compacting the database after an erasure failed; run VACUUM yourself")
             return False
+
+
+def _wait_for_older_snapshots(conn: Connection, timeout: float = 30.0) -> bool:
+    """Wait until no transaction on the server can still see the deleted rows.
+
+    ``VACUUM (FULL)`` copies a deleted row into the new table file while any
+    transaction older than the delete is running, on any database of the
+    server (observed: another database's ``CREATE DATABASE``), so the
+    content would survive on disk.  False if one stayed past ``timeout``.
+    """
+    mark = conn.exec_driver_sql("SELECT xid(pg_current_xact_id())::text").scalar()
+    older = text("SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                 "AND (age(backend_xmin) >= age(CAST(:mark AS xid)) "
+                 "OR age(backend_xid) >= age(CAST(:mark AS xid)))")  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while conn.execute(older, {"mark": mark}).scalar():
+        if time.monotonic() > deadline:
+            log.warning("a transaction older than the erasure outlived %s s", timeout)
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _chunks(values: list[Any], size: int) -> Iterable[list[Any]]:
@@ -215,6 +243,8 @@ def erasures(runtime: Runtime) -> list[dict[str, Any]]:
     out = []
     for note in notes:
         event: Any = runtime.app.mapper.to_domain_event(note)
+        if event.session_id != str(event.originator_id):
+            continue  # a branch erased along with the session that names it
         out.append({
             "session_id": event.session_id, "erased_sessions": event.erased_sessions,
             "events": event.events, "nodes": event.nodes, "referrers": event.referrers,
