@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
@@ -37,6 +38,12 @@ class Erasure(Aggregate):
         tombstoned: list[JSON]  # [{session_id, summary_id}]: summaries rewritten elsewhere
         referrers: list[str]  # sessions that showed copies and now show tombstones
         by: str
+
+        def mutate(self, aggregate: Any) -> Any:
+            """Over a copy of the erased session a process still caches: no aggregate (404)."""
+            if aggregate is not None:
+                return None
+            return super().mutate(aggregate)
 
     def __init__(  # what replaying Created calls
         self, session_id: str, erased_sessions: list[str], events: int, nodes: int,

@@ -60,7 +60,7 @@ class Runtime:
         self.auto_catch_up = auto_catch_up
         self.auto_compact = auto_compact
         self._lock = threading.RLock()
-        self._rendered: OrderedDict[tuple[str, str, str, str, int, bool], dict[str, Any]] = (
+        self._rendered: OrderedDict[tuple[str, str, str, str, int, bool, int], dict[str, Any]] = (
             OrderedDict()
         )
         self.app.commit_resolver = self._latest_commit_of
@@ -173,7 +173,9 @@ class Runtime:
             # The request names the session's current model, and the answer its
             # current version (what a client sends as expected_version next), so
             # both are part of the key.
-            key = (session.session_id, cid, shape, session.model, session.version, cache)
+            # An erasure in another process rewrites commits in place: its resets too.
+            key = (session.session_id, cid, shape, session.model, session.version, cache,
+                   self.processor.resets)  # fmt: skip
             if key not in self._rendered:
                 # A branch whose head is still its branch point renders the source's
                 # commit; an explicitly named commit must belong to this session.

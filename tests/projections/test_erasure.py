@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from domain.errors import SessionNotFound
 from projections.rebuild import rebuild_and_compare
 from service.erasure import Eraser
 from service.runtime import Runtime
@@ -80,6 +81,30 @@ def test_erasing_the_newest_events_keeps_later_writes_projected(
     other = Runtime(store_url, policy=immediate_policy(tail_turns=1))
     try:  # a second process reads the same
         assert other.branch_nodes(str(keep))["nodes"][-1]["input"] == "after"
+    finally:
+        other.close()
+    assert rebuild_and_compare(store_url)["identical"] is True
+
+
+def test_another_process_forgets_the_erased_session(rt: Runtime, store_url: str) -> None:
+    """A second process that had the session in memory serves and stores none of it afterwards."""
+    marker = "OTHER" + secrets.token_hex(10)
+    a, _ = rt.execute("start_session", "A")
+    _turns(rt, a, marker, 2)
+    b, _ = rt.execute("start_session", "B")
+    rt.execute("append_node", b, role="user", input="b starts")
+    rt.execute("attach", b, a)
+    other = Runtime(store_url, policy=immediate_policy(tail_turns=1))
+    try:
+        assert marker in json.dumps(other.rendered(str(b)))  # cached there
+        other.app.session(str(a))  # and the aggregate too
+        Eraser(rt).erase(str(a), "test")
+        with pytest.raises(SessionNotFound):
+            other.execute("append_node", a, role="user", input=f"{marker} again")
+        with pytest.raises(SessionNotFound):
+            other.rendered(str(a))
+        assert marker not in json.dumps(other.rendered(str(b)))
+        assert marker not in json.dumps(other.head_commit(str(b)))
     finally:
         other.close()
     assert rebuild_and_compare(store_url)["identical"] is True
