@@ -17,6 +17,7 @@ PostgreSQL.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import sqlite3
 import time
@@ -26,7 +27,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
-from sqlalchemy import Connection, bindparam, text
+from sqlalchemy import Connection, bindparam, select, text
 
 from domain import events as ev
 from domain.erasure import ERASURE_TOPIC, erasure_event, quotes, summary_tombstone
@@ -49,24 +50,26 @@ def _branches(projector: Projector, session_id: str) -> list[str]:
     return found
 
 
-def _referrers(projector: Projector, erased: set[str]) -> list[str]:
-    """Sessions that attached or merged erased content, directly or through another one."""
+def _referrers(structural: list[tuple[str, str, dict[str, Any]]], erased: set[str]) -> list[str]:
+    """Sessions that attached or merged erased content, directly or through another one.
+
+    ``structural`` is every attach and merge node as (session, role, meta).
+    """
     sources = set(erased)
     referrers: list[str] = []
     changed = True
     while changed:
         changed = False
-        for node in projector.dag.nodes.values():
-            if node.session_id in sources:
+        for session_id, role, meta in structural:
+            if session_id in sources:
                 continue
-            named: list[str] = []
-            if node.role == "attach":
-                named = [node.meta.get("source_session", "")]
-            elif node.role == "merge":
-                named = [str(p.get("session_id", node.session_id)) for p in node.meta["peers"]]
+            if role == "attach":
+                named = [meta.get("source_session", "")]
+            else:
+                named = [str(p.get("session_id", session_id)) for p in meta["peers"]]
             if any(n in sources for n in named):
-                sources.add(node.session_id)
-                referrers.append(node.session_id)
+                sources.add(session_id)
+                referrers.append(session_id)
                 changed = True
     return sorted(set(referrers))
 
@@ -90,9 +93,8 @@ class Eraser:
             runtime.catch_up()
             projector = runtime._projector()  # noqa: SLF001
             erased = _branches(projector, root)
-            nodes = sorted(n.node_id for n in projector.dag.nodes.values()
-                           if n.session_id in erased)  # fmt: skip
-            referrers = _referrers(projector, set(erased))
+            nodes, structural = self._nodes(erased)  # from the tables: memory may hold a few
+            referrers = _referrers(structural, set(erased))
             rewrites = self._summary_rewrites(projector, referrers, set(nodes), erased)
             events = sum(len(self.app.events_of(UUID(sid))) for sid in erased)
             record = {
@@ -121,6 +123,21 @@ class Eraser:
         return {**record, "erased_at": when.isoformat(), "compacted": compacted}
 
     # ------------------------------------------------------------- planning
+
+    def _nodes(self, erased: list[str]) -> tuple[list[str], list[tuple[str, str, Any]]]:
+        """The erased sessions' node ids, and every attach and merge node of the store."""
+        c = t.nodes.c
+        with self.runtime.store.engine.connect() as conn:
+            nodes = sorted(
+                conn.execute(select(c.node_id).where(c.session_id.in_(erased))).scalars()
+            )
+            rows = conn.execute(
+                select(c.session_id, c.role, c.meta)
+                .where(c.role.in_(("attach", "merge")))
+                .order_by(c.notification_id)
+            )
+            structural = [(r.session_id, r.role, json.loads(r.meta)) for r in rows]  # fmt: skip
+        return nodes, structural
 
     def _summary_rewrites(
         self, projector: Projector, referrers: list[str], nodes: set[str], erased: list[str]
