@@ -4,12 +4,18 @@
 | -------------------------------------- | ------ | ------------------------ |
 | ``DomainError`` (refusal)              | its own (4xx) | its ``code``      |
 | body is not JSON                       | 400    | ``malformed_json``       |
+| body repeats a key in one object       | 400    | ``duplicate_key``        |
 | body/query fails its schema            | 422    | ``invalid_request``      |
 | unknown route                          | 404    | ``not_found``            |
 | known route, wrong method              | 405    | ``method_not_allowed``   |
 | summarizer unreachable / bad answer    | 502    | ``summarizer_failed``    |
 | database locked, busy or unreachable   | 503    | ``database_unavailable`` |
+| other writers kept winning (no version)| 503    | ``write_contention``     |
 | anything else                          | 500    | ``internal`` (no trace)  |
+
+No answer ever quotes a credential or an upstream server's body: the
+summarizer's errors are phrased without them (``domain.summarizer``), and
+the details go to the server log.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from domain.errors import DomainError
+from domain.errors import DomainError, WriteContention
 from domain.summarizer import SummarizerError
 from projections.store import DATABASE_ERRORS, database_error_line
 
@@ -42,9 +48,17 @@ HTTP_CODES = {
 class MalformedJSON(Exception):
     """The request body is not a JSON document."""
 
+    code = "malformed_json"
+
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class DuplicateKey(MalformedJSON):
+    """An object in the body names a key twice: which value was meant is unknowable."""
+
+    code = "duplicate_key"
 
 
 def error_response(
@@ -70,7 +84,7 @@ async def domain_error(request: Request, exc: Exception) -> Response:
 
 async def malformed_json(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, MalformedJSON)
-    return error_response(400, "malformed_json", exc.message)
+    return error_response(400, exc.code, exc.message)
 
 
 async def validation_error(request: Request, exc: Exception) -> Response:
@@ -96,8 +110,15 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 
 async def summarizer_error(request: Request, exc: Exception) -> Response:
-    log.warning("summarizer failed: %s", exc)
+    # The message names no URL and no upstream body (``SummarizerError``); the
+    # cause, logged here, may.
+    log.warning("summarizer failed: %s (cause: %r)", exc, exc.__cause__)
     return error_response(502, "summarizer_failed", str(exc))
+
+
+async def write_contention(request: Request, exc: Exception) -> Response:
+    log.warning("write contention: %s", exc)
+    return error_response(503, "write_contention", str(exc), headers={"Retry-After": "1"})
 
 
 async def database_unavailable(request: Request, exc: Exception) -> Response:
@@ -124,6 +145,7 @@ HANDLERS: dict[Any, Any] = {
     ValidationError: validation_error,
     HTTPException: http_error,
     SummarizerError: summarizer_error,
+    WriteContention: write_contention,
     **dict.fromkeys(DATABASE_ERRORS, database_unavailable),
     Exception: internal_error,
 }

@@ -61,6 +61,20 @@ ERROR_TEXT = {
 }
 
 
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "a retry with the same key answers the first answer and stores nothing",
+    "schema": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 255,
+        "pattern": "^[!-~]([ -~]*[!-~])?$",
+    },
+}
+
+
 def _hoist(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
     """Move ``$defs`` into components and repoint the refs (theirs too)."""
     defs = schema.pop("$defs", {})
@@ -105,6 +119,8 @@ def _operation(ep: Endpoint, components: dict[str, Any]) -> dict[str, Any]:
     ]
     if ep.query is not None:
         params += _query_parameters(ep.query)
+    if ep.method == "POST":
+        params.append(IDEMPOTENCY_KEY)
     op: dict[str, Any] = {
         "operationId": f"{ep.method.lower()}_{ep.handler.__name__}",
         "summary": ep.summary,

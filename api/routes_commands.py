@@ -1,12 +1,16 @@
 """Command routes: parse the body, run ONE runtime command, serialise.
 
-Every response is ``{"session_id", "version", ...result}``.  Refusals come
-from the domain (``DomainError``) and are turned into JSON by api.errors;
-nothing here decides anything about sessions.
+Every response is ``{"session_id", "version", ...result}``, plus
+``follow_up`` naming any work after the stored command that failed (the
+command itself is stored: ``service.outcome``).  Refusals come from the
+domain (``DomainError``) and are turned into JSON by api.errors; nothing
+here decides anything about sessions.  Every route takes an
+``Idempotency-Key`` (``api.idempotency``).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -16,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 
 from api import responses as r
 from api import schemas as s
+from api.idempotency import idempotent
 from api.openapi import Endpoint
 from service.runtime import Runtime
 
@@ -26,12 +31,21 @@ def _runtime(request: Request) -> Runtime:
 
 
 async def _execute(request: Request, command: str, *args: Any, **kwargs: Any) -> Any:
-    """``runtime.execute`` in a worker thread: every runtime call blocks on SQL."""
-    return await run_in_threadpool(_runtime(request).execute, command, *args, **kwargs)
+    """``runtime.run`` in a worker thread: every runtime call blocks on SQL."""
+    done = await run_in_threadpool(_runtime(request).run, command, *args,
+                                   idempotency=getattr(request.state, "idempotency", None),
+                                   **kwargs)  # fmt: skip
+    request.state.follow_up = done.follow_up
+    return done.result
 
 
-def _reply(http_status: int, session_id: Any, version: Any, /, **result: Any) -> JSONResponse:
-    return JSONResponse({"session_id": str(session_id), "version": version, **result}, http_status)
+def _reply(request: Request, http_status: int, session_id: Any, version: Any, /,
+           **result: Any) -> JSONResponse:  # fmt: skip
+    body = {"session_id": str(session_id), "version": version, **result}
+    follow_up = getattr(request.state, "follow_up", None)
+    if follow_up:
+        body["follow_up"] = follow_up
+    return JSONResponse(body, http_status)
 
 
 def _args(body: BaseModel, *drop: str) -> dict[str, Any]:
@@ -42,14 +56,14 @@ def _args(body: BaseModel, *drop: str) -> dict[str, Any]:
 async def start_session(request: Request) -> Response:
     body = await s.parse_body(request, s.StartSession)
     session_id, version = await _execute(request, "start_session", **_args(body))
-    return _reply(201, session_id, version)
+    return _reply(request, 201, session_id, version)
 
 
 async def append_node(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.AppendNode)
     node_id, version = await _execute(request, "append_node", sid, **_args(body))
-    return _reply(201, sid, version, node_id=node_id)
+    return _reply(request, 201, sid, version, node_id=node_id)
 
 
 async def append_batch(request: Request) -> Response:
@@ -58,7 +72,7 @@ async def append_batch(request: Request) -> Response:
     nodes = [node.model_dump(exclude_none=True) for node in body.nodes]
     node_ids, version = await _execute(request, "append_nodes", sid, nodes=nodes,
                                        **_args(body, "nodes"))  # fmt: skip
-    return _reply(201, sid, version, node_ids=node_ids)
+    return _reply(request, 201, sid, version, node_ids=node_ids)
 
 
 async def add_sibling(request: Request, kind: str) -> Response:
@@ -66,7 +80,7 @@ async def add_sibling(request: Request, kind: str) -> Response:
     body = await s.parse_body(request, s.AddSibling)
     node_id, version = await _execute(request, "add_sibling", sid, of=nid, kind=kind,
                                       **_args(body))  # fmt: skip
-    return _reply(201, sid, version, node_id=node_id, sibling_of=nid, kind=kind)
+    return _reply(request, 201, sid, version, node_id=node_id, sibling_of=nid, kind=kind)
 
 
 async def retry(request: Request) -> Response:
@@ -81,14 +95,14 @@ async def checkout(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Checkout)
     head, version = await _execute(request, "checkout", sid, **_args(body))
-    return _reply(200, sid, version, head=head)
+    return _reply(request, 200, sid, version, head=head)
 
 
 async def branch(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Branch)
     new_id, version = await _execute(request, "branch", sid, **_args(body))
-    return _reply(201, new_id, version,
+    return _reply(request, 201, new_id, version,
                   branched_from={"session_id": sid, "node_id": body.node_id})  # fmt: skip
 
 
@@ -96,56 +110,56 @@ async def pin(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.NodeRef)
     _, version = await _execute(request, "pin", sid, **_args(body))
-    return _reply(200, sid, version, node_id=body.node_id, pinned=True)
+    return _reply(request, 200, sid, version, node_id=body.node_id, pinned=True)
 
 
 async def unpin(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.NodeRef)
     _, version = await _execute(request, "unpin", sid, **_args(body))
-    return _reply(200, sid, version, node_id=body.node_id, pinned=False)
+    return _reply(request, 200, sid, version, node_id=body.node_id, pinned=False)
 
 
 async def attach(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Attach)
     node_id, version = await _execute(request, "attach", sid, **_args(body))
-    return _reply(201, sid, version, node_id=node_id)
+    return _reply(request, 201, sid, version, node_id=node_id)
 
 
 async def merge(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Merge)
     node_id, version = await _execute(request, "merge", sid, **_args(body))
-    return _reply(201, sid, version, node_id=node_id)
+    return _reply(request, 201, sid, version, node_id=node_id)
 
 
 async def usage(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Usage)
     total, version = await _execute(request, "measure_usage", sid, **_args(body))
-    return _reply(201, sid, version, request_id=body.request_id, total_used=total)
+    return _reply(request, 201, sid, version, request_id=body.request_id, total_used=total)
 
 
 async def start_run(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.StartRun)
     run_id, version = await _execute(request, "start_run", sid, **_args(body))
-    return _reply(201, sid, version, run_id=run_id)
+    return _reply(request, 201, sid, version, run_id=run_id)
 
 
 async def finish_run(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.FinishRun)
     _, version = await _execute(request, "finish_run", sid, **_args(body))
-    return _reply(200, sid, version, status=body.status)
+    return _reply(request, 200, sid, version, status=body.status)
 
 
 async def switch_model(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.SwitchModel)
     _, version = await _execute(request, "switch_model", sid, **_args(body))
-    return _reply(200, sid, version, model=body.model, context_window=body.context_window)
+    return _reply(request, 200, sid, version, model=body.model, context_window=body.context_window)
 
 
 async def configure_compaction(request: Request) -> Response:
@@ -154,7 +168,7 @@ async def configure_compaction(request: Request) -> Response:
     _, version = await _execute(request, "configure_compaction", sid,
                                 **body.model_dump(exclude={"expected_version", "at"}),
                                 expected_version=body.expected_version, at=body.at)  # fmt: skip
-    return _reply(200, sid, version, instructions=body.instructions,
+    return _reply(request, 200, sid, version, instructions=body.instructions,
                   summarizer_model=body.summarizer_model)  # fmt: skip
 
 
@@ -164,21 +178,20 @@ async def declare_tools(request: Request) -> Response:
     tools = [t.model_dump(exclude_none=True) for t in body.tools]
     _, version = await _execute(request, "declare_tools", sid, tools,
                                 expected_version=body.expected_version, at=body.at)  # fmt: skip
-    return _reply(200, sid, version, tools=tools)
+    return _reply(request, 200, sid, version, tools=tools)
 
 
 async def compact(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Compact)
-    result = await run_in_threadpool(_runtime(request).compact, sid, **_args(body))
-    if isinstance(result, tuple):  # (result, version), like the CtxStore commands
-        result, version = result
-        result = result if isinstance(result, dict) else {"summary_id": result}
-    else:
-        result = dict(result or {})
-        version = result.pop("version", None)
+    done = await run_in_threadpool(_runtime(request).compact_reporting, sid,
+                                   idempotency=getattr(request.state, "idempotency", None),
+                                   **_args(body))  # fmt: skip
+    request.state.follow_up = done.follow_up
+    result = dict(done.result)
+    version = result.pop("version", None)
     result.pop("session_id", None)
-    return _reply(201, sid, version, **result)
+    return _reply(request, 201, sid, version, **result)
 
 
 S = "/sessions/{sid}"
@@ -227,3 +240,4 @@ ENDPOINTS = [
     Endpoint("POST", f"{S}/compact", compact, "Summarize the run the head commit asks for",
              s.Compact, status=201, errors=(409, 502), response=r.Compacted),
 ]  # fmt: skip
+ENDPOINTS = [replace(ep, handler=idempotent(ep.handler)) for ep in ENDPOINTS]

@@ -7,6 +7,7 @@ ignored option.  Query strings are text, so their models coerce.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -21,21 +22,41 @@ from pydantic import (
 )
 from starlette.requests import Request
 
-from api.errors import MalformedJSON
+from api.errors import DuplicateKey, MalformedJSON
 from projections.session_queries import decode_cursor
 
 M = TypeVar("M", bound=BaseModel)
 
 
+EARLIEST, LATEST = 1970, 2200  # years a recorded time may fall in
+
+
 def _utc(value: datetime) -> datetime:
     try:
-        return value.astimezone(UTC)
+        value = value.astimezone(UTC)
     except OverflowError:  # pydantic reports only ValueError as a validation error
         raise ValueError("the time is out of range once converted to UTC") from None
+    if not EARLIEST <= value.year <= LATEST:
+        raise ValueError(f"the time must fall in the years {EARLIEST}..{LATEST} (UTC)")
+    return value
 
 
 # An ISO 8601 timestamp with its offset, stored as UTC.
-Timestamp = Annotated[AwareDatetime, AfterValidator(_utc)]
+Timestamp = Annotated[
+    AwareDatetime,
+    AfterValidator(_utc),
+    Field(description=f"ISO 8601 with an offset, in the years {EARLIEST}..{LATEST}"),
+]
+# What domain.limits.check_window accepts.
+ContextWindow = Annotated[int, Field(ge=256, le=100_000_000)]
+# 'provider:model', as domain.limits.check_model accepts it.  Documented here
+# but checked by the domain, whose refusal (invalid_command) names the rule.
+MODEL_SCHEMA = {"minLength": 3, "maxLength": 128,
+                "pattern": r"^[^:\u0000\r\n\t]{1,64}:[^\u0000\r\n\t]*$"}  # fmt: skip
+Model = Annotated[str, Field(json_schema_extra=MODEL_SCHEMA)]
+# Identifiers the domain checks (domain.limits.check_id): documented, refused there.
+Id = Annotated[str, Field(json_schema_extra={"minLength": 1, "maxLength": 64})]
+Label = Annotated[str, Field(json_schema_extra={"minLength": 1, "maxLength": 128})]
 
 
 class Body(BaseModel):
@@ -51,8 +72,8 @@ class Command(Body):
 
 class StartSession(Body):
     title: str = ""
-    model: str = Field("openai:gpt-4o", description="'provider:model'")
-    context_window: int | None = Field(None, gt=0)
+    model: Model = Field("openai:gpt-4o", description="'provider:model'")
+    context_window: ContextWindow | None = None
     at: Timestamp | None = None
 
 
@@ -64,7 +85,7 @@ class AppendNode(Command):
     output: Any = None
     predecessor: str | None = None
     caller: str | None = None
-    call_id: str | None = None
+    call_id: Id | None = None
     reads: list[str] | None = None
     metadata: dict[str, Any] | None = None
 
@@ -80,7 +101,7 @@ class BatchNode(Body):
     output: Any = None
     predecessor: str | None = Field(None, description="may name an earlier node of the batch")
     caller: str | None = Field(None, description="may name an earlier node of the batch")
-    call_id: str | None = None
+    call_id: Id | None = None
     reads: list[str] | None = None
     metadata: dict[str, Any] | None = None
     sibling_of: str | None = Field(None, description="make this entry a version of that node")
@@ -108,19 +129,19 @@ class AddSibling(Command):
 
 
 class Checkout(Command):
-    node_id: str
+    node_id: Id
     version: int | None = Field(None, description="1-based sibling version of node_id")
 
 
 class Branch(Command):
     """``expected_version`` is the source session's: branching from an unseen chain is stale."""
 
-    node_id: str
+    node_id: Id
     title: str | None = None
 
 
 class NodeRef(Command):
-    node_id: str
+    node_id: Id
 
 
 class Attach(Command):
@@ -130,7 +151,7 @@ class Attach(Command):
 
 class Peer(Body):
     session_id: str | None = Field(None, description="default: this session")
-    node_id: str
+    node_id: Id
 
 
 class Merge(Command):
@@ -146,7 +167,7 @@ class Usage(Command):
     excludes ``cache_read`` and ``cache_creation``.
     """
 
-    request_id: str
+    request_id: Label
     usage: dict[str, Any] | None = Field(
         None, description="the provider's usage object, verbatim (OpenAI or Anthropic shape)"
     )
@@ -154,7 +175,7 @@ class Usage(Command):
     cache_read: int = 0
     cache_creation: int = 0
     output_tokens: int = 0
-    provider: str | None = Field(None, description="default: the session model's provider")
+    provider: Id | None = Field(None, description="default: the session model's provider")
     head_node: str | None = None
 
     @model_validator(mode="after")
@@ -165,16 +186,16 @@ class Usage(Command):
 
 
 class StartRun(Command):
-    run_id: str | None = None
+    run_id: Id | None = None
 
 
 class FinishRun(Command):
-    status: str = "completed"
+    status: Label = "completed"
 
 
 class SwitchModel(Command):
-    model: str = Field(description="'provider:model'")
-    context_window: int | None = Field(None, gt=0)
+    model: Model = Field(description="'provider:model'")
+    context_window: ContextWindow | None = None
 
 
 class ConfigureCompaction(Command):
@@ -263,11 +284,31 @@ BODIES: dict[str, type[BaseModel]] = {
 }  # fmt: skip
 
 
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise DuplicateKey(f"request body names the key {key!r} twice in one object")
+        seen[key] = value
+    return seen
+
+
+def check_unique_keys(raw: bytes) -> None:
+    """``DuplicateKey`` if an object in ``raw`` repeats a key (the parser keeps the last)."""
+    if raw.count(b'"') < 4:  # no room for two keys
+        return
+    try:
+        json.loads(raw, object_pairs_hook=_refuse_duplicates)
+    except (ValueError, RecursionError):
+        return  # not JSON, or too deep: the model's own parser says so
+
+
 async def parse_body(request: Request, model: type[M]) -> M:
     """The body as ``model``; an empty body counts as ``{}``."""
     raw = await request.body()
     if not raw.strip():
         raw = b"{}"
+    check_unique_keys(raw)
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:

@@ -4,16 +4,17 @@ Every command loads the session, checks the caller's expected version,
 lets the aggregate validate and trigger events, and saves them in one
 atomic write.  A concurrent writer that got there first makes the save fail
 with an integrity error, which surfaces as ``StaleVersion``: nothing of the
-losing command is stored.
+losing command is stored.  A command sent with an idempotency key
+(``domain.idempotency``) saves the key's claim in that same write.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from datetime import datetime
 from itertools import islice
 from typing import Any, TypeVar
@@ -24,12 +25,24 @@ from eventsourcing.persistence import IntegrityError
 
 from domain import errors
 from domain.batch import append_batch
+from domain.idempotency import (
+    PENDING,
+    IdempotentReplay,
+    Pending,
+    Stored,
+    answered_event,
+    claim_event,
+    stored_from,
+)
 from domain.limits import check_label, check_model, check_window
 from domain.node_claim import claim_id
 from domain.session import Session
+from domain.session_locks import SessionLocks
 from domain.store_config import database_url, eventsourcing_env
 
 T = TypeVar("T")
+# The result of the command being saved, for an idempotency key's claim.
+RESULT: ContextVar[tuple[Any, int] | None] = ContextVar("ctxstore_result", default=None)
 RACE_ATTEMPTS = 10  # jittered backoff, at most ~0.3 s in all
 # (session id, node id) -> the projection's newest commit there, if it has one
 CommitResolver = Callable[[str, str], "str | None"]
@@ -59,7 +72,7 @@ class CtxStore(Application[UUID]):
             merged.update(eventsourcing_env(url or database_url()))
         merged.update(given)
         super().__init__(merged)
-        self._lock = threading.RLock()
+        self.locks = SessionLocks()  # commands on one session take turns; sessions don't
         self.commit_resolver: CommitResolver = lambda session_id, node_id: None
 
     # ------------------------------------------------------------- plumbing
@@ -105,8 +118,12 @@ class CtxStore(Application[UUID]):
         # other processes (parallel tool results posted through several API
         # workers) can win a few rounds in a row, so the retries back off a
         # little, with jitter so the losers do not collide again in step.
+        #
+        # A caller without a version that still loses every round is told to
+        # come back (``WriteContention``, a 503), never that it is stale: it
+        # named no version to be stale against.
         attempts = 1 if expected_version is not None else RACE_ATTEMPTS
-        with self._lock:
+        with self.locks.hold(session_id):
             for attempt in range(attempts):
                 if attempt:
                     time.sleep(random.uniform(0, min(0.05, 0.002 * 2**attempt)))
@@ -116,11 +133,17 @@ class CtxStore(Application[UUID]):
                     known = len(agg.nodes)
                     result = fn(agg)
                     added = list(islice(reversed(agg.nodes), len(agg.nodes) - known))
+                    RESULT.set((result, agg.version))
                     self._save(agg, added=added)
                 except errors.StaleVersion:
                     self._evict(agg.id)
-                    if attempt + 1 == attempts:
+                    if expected_version is not None:
                         raise
+                    if attempt + 1 == attempts:
+                        raise errors.WriteContention(
+                            f"other writers changed session {agg.id} {attempts} times in a "
+                            "row; nothing was stored, retry shortly"
+                        ) from None
                     continue
                 except BaseException:
                     self._evict(agg.id)
@@ -138,13 +161,21 @@ class CtxStore(Application[UUID]):
             )
 
     def _save(self, agg: Session, added: Sequence[str] = ()) -> None:
-        """Save the session's new events and the claims of its ``added`` node ids.
+        """Save the session's new events, the claims of its ``added`` node ids
+        and, when the command came with an idempotency key, the key's claim.
 
-        A conflict is either a newer version of the session or an id another
-        session holds (see ``Session.collect_events``): say which.
+        A conflict is a key a concurrent retry already used (that command's
+        result is the answer: ``IdempotentReplay``), a newer version of the
+        session, or an id another session holds (see ``Session.collect_events``):
+        say which.
         """
+        pending = PENDING.get()
+        extra = []
+        if pending is not None:  # the command's result, as the key's claim remembers it
+            result = RESULT.get() or (None, agg.version)
+            extra.append(claim_event(pending, str(agg.id), result, agg.modified_on))
         try:
-            self.save(agg)
+            self.save(agg, *extra)
         except UnicodeEncodeError:
             # A lone surrogate (\ud800, which JSON can spell) is text no store can encode;
             # it fails while the events are serialised, before any is written.
@@ -152,11 +183,27 @@ class CtxStore(Application[UUID]):
                 "text holds a lone surrogate, which is not Unicode text"
             ) from None
         except IntegrityError:
+            if pending is not None:
+                stored = self.idempotency_claim(pending)
+                if stored is not None:
+                    raise IdempotentReplay(stored) from None
             for node_id in added:
                 self.refuse_claimed(node_id)
             raise errors.StaleVersion(
                 "another writer changed this session first; reload and retry"
             ) from None
+
+    def idempotency_claim(self, pending: Pending) -> Stored | None:
+        """What the store holds for ``pending``'s key: None if no command used it yet."""
+        records = self.recorder.select_events(pending.claim_id)
+        return stored_from([self.mapper.to_domain_event(r) for r in records])
+
+    def record_answer(self, pending: Pending, status: int, body: str, at: datetime) -> None:
+        """Remember the answer a key's command got, for retries; the first one recorded wins."""
+        try:
+            self.save(answered_event(pending, status, body, at))
+        except IntegrityError:
+            pass  # a concurrent retry recorded it first
 
     def _evict(self, session_id: UUID) -> None:
         cache = self.repository.cache
@@ -200,8 +247,8 @@ class CtxStore(Application[UUID]):
             context_window=context_window, timestamp=at,
         )  # fmt: skip
         build(agg)
-        with self._lock:
-            self._save(agg, added=list(agg.nodes))
+        RESULT.set((agg.id, agg.version))
+        self._save(agg, added=list(agg.nodes))
         return agg.id, agg.version
 
     def branch(
@@ -214,9 +261,11 @@ class CtxStore(Application[UUID]):
         chain the caller has not seen is as stale as writing to it.
         """
         check_label("title", title)
-        source = self.session(source_session)
-        source.expect_version(expected_version)
-        ref = source.node(node_id)
+        with self.locks.hold(source_session):
+            source = self.session(source_session)
+            source.expect_version(expected_version)
+            ref = source.node(node_id)
+            pinned = source.pins_on_chain(node_id)
         agg = Session._create(
             Session.Started,
             title=title if title is not None else f"{source.title} (branch)",
@@ -225,13 +274,13 @@ class CtxStore(Application[UUID]):
                 "session_id": str(source.id),
                 "node_id": node_id,
                 "role": ref.role,
-                "pinned": source.pins_on_chain(node_id),
+                "pinned": pinned,
             },
             context_window=source.context_window,
             timestamp=at,
         )
-        with self._lock:
-            self._save(agg)
+        RESULT.set((agg.id, agg.version))
+        self._save(agg)
         return agg.id, agg.version
 
     def append_node(
@@ -300,11 +349,12 @@ class CtxStore(Application[UUID]):
         source_head: str | None = None, expected_version: int | None = None,
         at: datetime | None = None,
     ) -> tuple[str, int]:  # fmt: skip
-        source = self.session(source_session)
-        head = source_head or source.head
-        if head is None:
-            raise errors.InvalidCommand("the source session has no nodes to attach")
-        source.node(head)
+        with self.locks.hold(source_session):  # never nested: see domain.session_locks
+            source = self.session(source_session)
+            head = source_head or source.head
+            if head is None:
+                raise errors.InvalidCommand("the source session has no nodes to attach")
+            source.node(head)
         commit = self.commit_resolver(str(source.id), head)
         return self._command(
             session_id, expected_version,
@@ -318,7 +368,8 @@ class CtxStore(Application[UUID]):
         own = str(session_id)
         for peer in peers:
             if peer.get("session_id", own) != own:
-                self.session(peer["session_id"]).node(peer["node_id"])
+                with self.locks.hold(peer["session_id"]):
+                    self.session(peer["session_id"]).node(peer["node_id"])
         normalised = [
             {"session_id": peer.get("session_id", own), "node_id": peer["node_id"]}
             for peer in peers

@@ -78,3 +78,22 @@ class MergeRefused(DomainError):
 class NothingToCompact(DomainError):
     code = "nothing_to_compact"
     status = 409
+
+
+class InvalidIdempotencyKey(DomainError):
+    code = "invalid_idempotency_key"
+    status = 400
+
+
+class IdempotencyKeyReused(DomainError):
+    """The same key came with another request: the client mixed up its keys."""
+
+    code = "idempotency_key_reused"
+
+
+class WriteContention(Exception):
+    """Other writers kept winning the race for a session: nothing of this command is stored.
+
+    Not a ``DomainError``: the caller named no version, so the command is not
+    stale, just unlucky; the API answers 503 with Retry-After.
+    """

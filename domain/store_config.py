@@ -33,6 +33,24 @@ def database_url(env: Mapping[str, str] | None = None) -> str:
     return DEFAULT_URL
 
 
+WORKING_SET = 200_000  # nodes a process holds before the least recently used sessions go
+
+
+def working_set_budget(env: Mapping[str, str] | None = None) -> int:
+    """``CTXSTORE_WORKING_SET``: nodes held in memory per process (0: the whole store)."""
+    env = os.environ if env is None else env
+    text = env.get("CTXSTORE_WORKING_SET", "").strip()
+    if not text:
+        return WORKING_SET
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"CTXSTORE_WORKING_SET must be a whole number of nodes >= 0, not {text!r}")
+    return value
+
+
 def eventsourcing_env(url: str) -> dict[str, str]:
     """Translate a database URL into the eventsourcing environment."""
     parsed = urlparse(url)

@@ -10,6 +10,7 @@ again.  ``ExtractiveSummarizer`` is the offline, deterministic default;
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -23,8 +24,16 @@ MAX_LINE_CHARS = 160  # one item never crowds out the others
 ROLE_ORDER = {"user": 0, "assistant": 1, "tool": 2}
 
 
+log = logging.getLogger("ctxstore.summarizer")
+
+
 class SummarizerError(RuntimeError):
-    """The summarizer could not produce a summary (unreachable, bad answer, ...)."""
+    """The summarizer could not produce a summary (unreachable, bad answer, ...).
+
+    Its message reaches API clients, so it never holds the summarizer's URL
+    (which may carry credentials) nor what the upstream server answered:
+    those are logged here, on the server.
+    """
 
 
 @runtime_checkable
@@ -210,11 +219,14 @@ class OpenAICompatibleSummarizer:
                 self.url, json=self.request_body(items), headers=headers, timeout=self.timeout
             )
         except httpx.HTTPError as exc:
-            raise SummarizerError(f"summarizer request to {self.url} failed: {exc}") from exc
-        if response.status_code != 200:
+            log.warning("summarizer request to %s failed: %s", redacted(self.url), exc)
             raise SummarizerError(
-                f"summarizer answered {response.status_code}: {response.text[:200]}"
-            )
+                f"summarizer request to {redacted(self.url)} failed ({type(exc).__name__})"
+            ) from None
+        if response.status_code != 200:
+            log.warning("summarizer at %s answered %s: %s", redacted(self.url),
+                        response.status_code, response.text[:500])  # fmt: skip
+            raise SummarizerError(f"summarizer answered HTTP {response.status_code}")
         try:
             content = response.json()["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
@@ -222,6 +234,12 @@ class OpenAICompatibleSummarizer:
         if not isinstance(content, str) or not content.strip():
             raise SummarizerError("summarizer returned an empty summary")
         return content.strip()
+
+
+def redacted(url: str) -> str:
+    """``url`` without user, password, query or fragment (where credentials hide)."""
+    parts = httpx.URL(url)
+    return str(parts.copy_with(username=None, password=None, query=None, fragment=None))
 
 
 def for_session(summarizer: Summarizer, compaction: Mapping[str, Any] | None) -> Summarizer:

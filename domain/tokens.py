@@ -26,6 +26,7 @@ def _encoder() -> object:
     own = os.environ.get("CTXSTORE_TIKTOKEN_CACHE_DIR")
     if own and not os.environ.get("TIKTOKEN_CACHE_DIR"):
         os.environ["TIKTOKEN_CACHE_DIR"] = own
+    resolve_cache_dir()
     try:
         import tiktoken
 
@@ -47,8 +48,21 @@ def count_tokens(text: str) -> int:
     return len(enc.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
 
 
+def resolve_cache_dir() -> None:
+    """Make a relative ``TIKTOKEN_CACHE_DIR`` absolute, against today's working folder.
+
+    The README's ``TIKTOKEN_CACHE_DIR=../shared/tiktoken`` means "from here";
+    a child process started in another folder (a script, a worker) would
+    read it from there and find nothing.
+    """
+    folder = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if folder and not os.path.isabs(folder):
+        os.environ["TIKTOKEN_CACHE_DIR"] = os.path.abspath(folder)
+
+
 def check_tokenizer() -> None:
     """Fail at start-up, not at the first request."""
+    resolve_cache_dir()
     _encoder()
 
 

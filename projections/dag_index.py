@@ -8,6 +8,7 @@ newest version of each call slot winning.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from projections.records import NodeRow, SessionRow
@@ -15,16 +16,43 @@ from projections.records import NodeRow, SessionRow
 
 @dataclass
 class DagIndex:
+    """Nodes by id, by session and by caller; all of them, or a working set's.
+
+    With a working set (``projections.working_set``) ``nodes`` and ``by_seq``
+    load a session's rows on a miss, and ``counts`` still knows every
+    session's node count without holding its nodes.
+    """
+
     nodes: dict[str, NodeRow] = field(default_factory=dict)
-    tools_by_caller: dict[str, list[str]] = field(default_factory=dict)
+    tools_by_caller: dict[str, list[str]] = field(default_factory=dict)  # by notification id
     by_seq: dict[str, list[str]] = field(default_factory=dict)  # session -> node ids by seq
     sessions: dict[str, SessionRow] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # session -> nodes, held or not
 
     def add(self, node: NodeRow) -> None:
+        """A node new to the store."""
+        self.index(node)
+        self.counts[node.session_id] = self.counts.get(node.session_id, 0) + 1
+
+    def index(self, node: NodeRow) -> None:
+        """A node held in memory, new or loaded from its row."""
         self.nodes[node.node_id] = node
-        self.by_seq.setdefault(node.session_id, []).append(node.node_id)
+        dict.setdefault(self.by_seq, node.session_id, []).append(node.node_id)
         if node.edge == "caller" and node.parent:
-            self.tools_by_caller.setdefault(node.parent, []).append(node.node_id)
+            # in the order the tools were appended, whichever session loaded first
+            calls = self.tools_by_caller.setdefault(node.parent, [])
+            bisect.insort(calls, node.node_id,
+                          key=lambda i: self.nodes[i].notification_id)  # fmt: skip
+
+    def forget_session(self, session_id: str) -> None:
+        """Let a session's nodes go (a working set evicting it); its count stays."""
+        for node_id in dict.pop(self.by_seq, session_id, []):
+            node = dict.pop(self.nodes, node_id)
+            if node.edge == "caller" and node.parent:
+                calls = self.tools_by_caller.get(node.parent, [])
+                calls.remove(node_id)
+                if not calls:
+                    del self.tools_by_caller[node.parent]
 
     def previous(self, node: NodeRow) -> NodeRow | None:
         """The node appended just before ``node`` in its session (or the branch point)."""

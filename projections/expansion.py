@@ -18,16 +18,33 @@ Before generation 2 the base block stayed locked for good.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Container
+from typing import Protocol
 
 from domain.context import STATE_ORDER, Item
 from domain.tokens import item_tokens
 from domain.working_context import WorkingContext, tokens_of
+from projections.dag_index import DagIndex
 from projections.erasure import attach_erased
 from projections.records import NodeRow
 
-if TYPE_CHECKING:
-    from projections.projector import Projector
+
+class Commits(Protocol):
+    """What expanding needs of the projector: other commits' items, found by head.
+
+    A protocol, not the ``Projector`` itself, so this module does not import
+    the module that imports it.
+    """
+
+    @property
+    def commits(self) -> Container[str]: ...
+
+    @property
+    def dag(self) -> DagIndex: ...  # its sessions: a source missing there was erased
+
+    def commit_at(self, session_id: str, node_id: str) -> str | None: ...
+
+    def items_of(self, commit_id: str) -> list[Item]: ...
 
 
 def _marker(node: NodeRow, suffix: str, text: str, key: str, at: float, ord_: int) -> Item:
@@ -71,7 +88,7 @@ def _shown_in_full(item: Item, by_id: dict[str, Item]) -> Item:
     return full
 
 
-def expand_attach(projector: Projector, ctx: WorkingContext, node: NodeRow) -> None:
+def expand_attach(projector: Commits, ctx: WorkingContext, node: NodeRow) -> None:
     source = node.meta["source_session"]
     head = node.meta["source_head"]
     key = f"{source}:{head}"
@@ -130,7 +147,7 @@ def _adopt_tighter(ctx: WorkingContext, peers: list[tuple[str, list[Item]]]) -> 
                           f"{item.state}")  # fmt: skip
 
 
-def merge_peers(projector: Projector, ctx: WorkingContext, peer_commits: list[str]) -> None:
+def merge_peers(projector: Commits, ctx: WorkingContext, peer_commits: list[str]) -> None:
     peers = [(commit_id, projector.items_of(commit_id)) for commit_id in peer_commits]
     _adopt_tighter(ctx, peers)
     v2 = ctx.policy.generation >= 2

@@ -19,17 +19,23 @@ from domain.application import CtxStore
 from domain.erasure import ERASURE_TOPIC
 from domain.policy import Policy
 from projections import tables as t
-from projections.projector import Projector, meta_of
+from projections.projector import Projector
 from projections.records import NodeRow, Outbox, SessionRow
+from projections.session_rows import SessionRows
 from projections.store import ProjectionStore
+from projections.working_set import meta_of
 
 PAGE = 500
 
 
 class Processor:
-    def __init__(self, app: CtxStore, store: ProjectionStore, policy: Policy) -> None:
+    def __init__(self, app: CtxStore, store: ProjectionStore, policy: Policy,
+                 working_set: int | None = None) -> None:  # fmt: skip
+        """``working_set``: hold at most about that many nodes (None: the whole store)."""
         self.app = app
         self.store = store
+        self.rows = SessionRows(store) if working_set is not None else None
+        self.budget = working_set or 0
         history = store.record_policy(policy, app.recorder.max_notification_id() or 0)
         self.starts = [start for start, _ in history]
         self.policies = [p for _, p in history]
@@ -76,10 +82,14 @@ class Processor:
         try:
             while True:
                 with self.store.batch() as (conn, position):
+                    if self.rows is not None:
+                        self.rows.conn = conn  # the working set reads what the batch sees
                     self._refresh_policies(conn)  # another process may have recorded rules
                     projector = self._synced(conn, position)
                     notes = self.app.recorder.select_notifications(start=position + 1, limit=page)
                     if not notes:
+                        if self.rows is not None:
+                            self.rows.conn = None
                         break
                     projector.load_rows = lambda cp: self.store.commit_rows(cp, conn)
                     try:
@@ -88,8 +98,13 @@ class Processor:
                         self.store.write(conn, projector.outbox, projector.position)
                     finally:
                         projector.load_rows = self.store.commit_rows  # outside the batch
+                        if self.rows is not None:
+                            self.rows.conn = None
                 projector.outbox = Outbox()
                 projector.pending.clear()
+                if projector.working is not None:
+                    projector.working.stored()
+                    projector.working.trim()
                 total += len(notes)
                 if on_page is not None:
                     on_page(total)
@@ -97,13 +112,30 @@ class Processor:
                     break
         except BaseException:
             self.projector = None  # memory may be ahead of what committed: rebuild it
+            if self.rows is not None:
+                self.rows.conn = None
             raise
         return total
+
+    def _load_working_set(self, projector: Projector, since: int) -> None:
+        """Counts for every session; rows only for the sessions held."""
+        assert projector.working is not None and self.rows is not None
+        for session_id, gained in self.rows.node_counts(since).items():
+            projector.dag.counts[session_id] = projector.dag.counts.get(session_id, 0) + gained
+        held = list(projector.working.loaded)
+        if not since or not held:
+            return  # nothing held yet: sessions come in when first looked up
+        for row in self.rows.node_rows(held, since):
+            if not dict.__contains__(projector.dag.nodes, row.node_id):
+                projector.hold_node(NodeRow.from_row(row))
+                projector.working.grew(row.session_id)
+        for meta in self.rows.commit_metas(held, since):
+            projector.hold_commit(meta_of(meta))
 
     def _synced(self, conn: Any, position: int) -> Projector:
         projector = self.projector
         if projector is None or projector.position > position or self._erased(projector, position):
-            projector = Projector(self.policy_at, self.store.commit_rows)
+            projector = Projector(self.policy_at, self.store.commit_rows, self.rows, self.budget)
             projector.position = 0
         if projector.position < position:
             self._load(projector, conn)
@@ -133,6 +165,9 @@ class Processor:
         for row in self.store.rows_after(t.sessions, since, conn):
             session = SessionRow.from_row(row)
             projector.dag.sessions[session.session_id] = session
+        if projector.working is not None and self.rows is not None:
+            self._load_working_set(projector, since)
+            return
         for row in self.store.rows_after(t.nodes, since, conn):
             if row.node_id not in projector.dag.nodes:
                 projector.dag.add(NodeRow.from_row(row))

@@ -10,7 +10,6 @@ in a worker process, and in a rebuild.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from domain import events as ev
 from domain.context import Item, Natural
 from domain.erasure import Erasure
+from domain.idempotency import IdempotencyClaim
 from domain.node_claim import NodeClaim
 from domain.policy import Policy
 from domain.working_context import WorkingContext
@@ -27,19 +27,35 @@ from projections.erasure import merge_erased
 from projections.expansion import expand_attach, merge_peers
 from projections.item_rows import items_from_rows, node_texts
 from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow, dumps
+from projections.working_set import DEFAULT_BUDGET, LazyDict, RowSource, WorkingSet
 
 RowLoader = Callable[[str], list[dict[str, Any]]]
 CACHE_SIZE = 16
 
 
 class Projector:
-    def __init__(self, policy_at: Callable[[int], Policy], load_rows: RowLoader) -> None:
+    def __init__(
+        self,
+        policy_at: Callable[[int], Policy],
+        load_rows: RowLoader,
+        source: RowSource | None = None,
+        budget: int = DEFAULT_BUDGET,
+    ) -> None:
         self.policy_at = policy_at
         self.load_rows = load_rows
         self.dag = DagIndex()
         # (session id, head node id) -> the newest commit that session made at that head
         self.latest_commit: dict[tuple[str, str], str] = {}
         self.commits: dict[str, CommitMeta] = {}
+        # Without a source every session stays in memory (a rebuild, an import);
+        # with one, only the sessions touched lately (``projections.working_set``).
+        self.working: WorkingSet | None = None
+        if source is not None:
+            working = self.working = WorkingSet(source, self, budget)
+            self.dag.nodes = LazyDict(working.fault_node)
+            self.dag.by_seq = LazyDict(working.fault_session)
+            self.commits = LazyDict(working.fault_commit)
+            self.latest_commit = LazyDict(lambda key: working.fault_session(key[0]))
         self.contexts: OrderedDict[str, WorkingContext] = OrderedDict()
         self.pending: dict[str, dict[str, Any]] = {}  # commit rows not yet written
         self.outbox = Outbox()
@@ -114,10 +130,26 @@ class Projector:
         while len(self.contexts) > CACHE_SIZE:
             self.contexts.popitem(last=False)
 
+    # --------------------------------------------------------- working set
+
+    def hold_node(self, node: NodeRow) -> None:
+        self.dag.index(node)
+
+    def hold_commit(self, meta: CommitMeta) -> None:
+        self.commits[meta.commit_id] = meta
+        self.latest_commit[(meta.session_id, meta.head_node_id)] = meta.commit_id
+
+    def release_session(self, session_id: str) -> None:
+        self.dag.forget_session(session_id)
+        for commit_id in [c for c, m in self.commits.items() if m.session_id == session_id]:
+            del self.commits[commit_id]
+        for key in [k for k in self.latest_commit if k[0] == session_id]:
+            del self.latest_commit[key]
+
     # --------------------------------------------------------------- apply
 
     def apply(self, event: Any, notification_id: int) -> None:
-        if isinstance(event, NodeClaim.Event | Erasure.Event):  # no session content to show
+        if isinstance(event, NodeClaim.Event | IdempotencyClaim.Event | Erasure.Event):
             self.position = notification_id
             return
         info = EventInfo(
@@ -128,6 +160,8 @@ class Projector:
             notification_id=notification_id,
         )
         self._ordinal = 0
+        if self.working is not None:
+            self.working.touch(info.session_id)
         if isinstance(event, ev.SessionStarted):
             self._started(event, info)
         else:
@@ -135,7 +169,7 @@ class Projector:
             session.version = info.seq
             session.notification_id = notification_id
             self._changed(session)
-            handler = HANDLERS.get(type(event).__name__)
+            handler = HANDLERS.get(type(event))
             if handler is not None:
                 handler(self, event, info, session)
         self.position = notification_id
@@ -164,6 +198,8 @@ class Projector:
         node = NodeRow(session_id=info.session_id, created_at=info.at, event_id=info.event_id,
                        notification_id=info.notification_id, **fields)  # fmt: skip
         self.dag.add(node)
+        if self.working is not None:
+            self.working.grew(node.session_id)
         self.outbox.nodes.append(node.to_row())
         session.head = node.node_id
         session.graph_position = info.notification_id
@@ -376,30 +412,20 @@ def tools_key(tools: str) -> str:
     return hashlib.sha256(tools.encode()).hexdigest()[:32]
 
 
-def meta_of(row: dict[str, Any]) -> CommitMeta:
-    return CommitMeta(
-        row["commit_id"], row["session_id"], json.loads(row["parent_ids"]),
-        row["head_node_id"], row["checkpoint_id"], row["delta_count"],
-        row["notification_id"],
-        json.loads(row["summary_request"]) if row["summary_request"] else None,
-        row["total_tokens"],
-        json.loads(row["over_window"]) if row.get("over_window") else None,
-        row["rules_version"],
-    )  # fmt: skip
-
-
-HANDLERS: dict[str, Callable[[Projector, Any, EventInfo, SessionRow], None]] = {
-    "NodeAppended": Projector.on_node,
-    "HeadMoved": Projector.on_head_moved,
-    "AgentRunStarted": Projector.on_run,
-    "AgentRunFinished": Projector.on_run,
-    "ModelSwitched": Projector.on_model,
-    "NodePinned": Projector.on_pin,
-    "NodeUnpinned": Projector.on_pin,
-    "AttachStaged": Projector.on_attach,
-    "MergeCompleted": Projector.on_merge,
-    "UsageMeasured": Projector.on_usage,
-    "SummaryRecorded": Projector.on_summary,
-    "CompactionConfigured": Projector.on_compaction,
-    "ToolsDeclared": Projector.on_tools,
+# Keyed by the event class itself: a renamed or mistyped class is an import
+# error, not an event the projection silently skips.
+HANDLERS: dict[type, Callable[[Projector, Any, EventInfo, SessionRow], None]] = {
+    ev.NodeAppended: Projector.on_node,
+    ev.HeadMoved: Projector.on_head_moved,
+    ev.AgentRunStarted: Projector.on_run,
+    ev.AgentRunFinished: Projector.on_run,
+    ev.ModelSwitched: Projector.on_model,
+    ev.NodePinned: Projector.on_pin,
+    ev.NodeUnpinned: Projector.on_pin,
+    ev.AttachStaged: Projector.on_attach,
+    ev.MergeCompleted: Projector.on_merge,
+    ev.UsageMeasured: Projector.on_usage,
+    ev.SummaryRecorded: Projector.on_summary,
+    ev.CompactionConfigured: Projector.on_compaction,
+    ev.ToolsDeclared: Projector.on_tools,
 }

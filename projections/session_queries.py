@@ -84,7 +84,7 @@ def session_info(projector: Projector, store: ProjectionStore, session_id: str) 
         **_summary(s), "context_window": s.context_window, "window": window,
         "window_source": source, "pinned": list(s.pinned), "tools": s.tools,
         "head_commit_id": head_commit_id(projector, s),
-        "counts": {"nodes": len(projector.dag.by_seq.get(s.session_id, [])),
+        "counts": {"nodes": projector.dag.counts.get(s.session_id, 0),
                    "commits": int(commits), "events": s.version, "usage": int(usage)},
     }  # fmt: skip
 

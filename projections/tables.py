@@ -54,6 +54,7 @@ sessions = Table(
     Column("notification_id", BigInteger, nullable=False),
     Column("compaction", Text),  # JSON: the session's summarizer instructions and model
     Column("tools", Text),  # JSON: the tools it declared last
+    Index("ix_ctx_sessions_notification", "notification_id"),
 )
 
 nodes = Table(
@@ -78,6 +79,7 @@ nodes = Table(
     Column("notification_id", BigInteger, nullable=False),
     Column("token_counts", Text),  # JSON: what NodeAppended v3 recorded
     Index("ix_ctx_nodes_session_seq", "session_id", "seq", unique=True),
+    Index("ix_ctx_nodes_notification", "notification_id"),
 )
 
 commits = Table(
@@ -103,6 +105,7 @@ commits = Table(
     Column("tools", String(32)),  # the declared tools in effect (ctx_tool_sets), if any
     Index("ix_ctx_commits_checkpoint", "checkpoint_id"),
     Index("ix_ctx_commits_session", "session_id", "notification_id"),
+    Index("ix_ctx_commits_notification", "notification_id"),
 )
 
 transitions = Table(

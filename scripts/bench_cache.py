@@ -16,7 +16,13 @@ order the cache reads them (tools, system, then each message's blocks):
 
 Then per configuration: the median reuse, the share of append-only calls,
 and the cost of all calls' input with cached tokens at 10% of the price,
-relative to paying for every token.
+relative to paying for every token.  A provider only reads the cache at its
+breakpoints (Anthropic: after the tools, the system prompt and the last
+message, as ``cache=true`` renders them), and writing an entry costs 1.25x:
+``breakpoint reuse`` is the share read from a breakpoint the previous call
+wrote, and ``cost with writes`` the input bill with reads at 10% and every
+other token written at 125%, relative to no cache at all, next to the
+absolute bill in thousands of token-equivalents.
 
     python scripts/bench_cache.py [--calls 300] [--windows 128000,16000] [--quiet]
 """
@@ -44,6 +50,7 @@ if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared_tiktoken.is_dir():
 
 T0 = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 CACHED_PRICE = 0.10
+WRITE_PRICE = 1.25
 TOOLS = ("read_file", "grep", "bash", "edit_file", "list_dir")
 
 
@@ -54,6 +61,8 @@ class Result:
     cost: float = 0.0
     full_cost: int = 0
     over_window: int = 0
+    breakpoint_reuse: list[float] = field(default_factory=list)
+    written_cost: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         reuse = [r for _, r, _ in self.calls[1:]]
@@ -64,6 +73,11 @@ class Result:
             "median reuse": f"{statistics.median(reuse):.1%}" if reuse else "-",
             "append-only": f"{appended / max(1, len(self.calls) - 1):.1%}",
             "input cost": f"{self.cost / max(1, self.full_cost):.1%}",
+            "breakpoint reuse": f"{statistics.median(self.breakpoint_reuse[1:]):.1%}"
+            if len(self.breakpoint_reuse) > 1
+            else "-",
+            "cost with writes": f"{self.written_cost / max(1, self.full_cost):.1%}",
+            "billed k tok": f"{self.written_cost / 1000:,.0f} of {self.full_cost / 1000:,.0f}",
             "over window": self.over_window,
         }
 
@@ -88,15 +102,32 @@ def output(rng: random.Random, call: int, size: int) -> str:
     return "\n".join(lines)[:size]
 
 
-def blocks(request: dict[str, Any]) -> list[str]:
-    """The request as the cache reads it: tools, system, then each message's blocks."""
-    out = [json.dumps(tool, sort_keys=True) for tool in request.get("tools", [])]
-    if request.get("system"):
-        out.append(json.dumps(request["system"], sort_keys=True))
+def blocks(request: dict[str, Any]) -> tuple[list[str], list[int]]:
+    """The request as the cache reads it (tools, system, then each message's blocks),
+    and the block counts at which it has a ``cache_control`` breakpoint."""
+    out: list[str] = []
+    breakpoints: list[int] = []
+
+    def add(block: Any, text: str) -> None:
+        out.append(text)
+        if isinstance(block, dict) and "cache_control" in block:
+            breakpoints.append(len(out))
+
+    for tool in request.get("tools", []):
+        add(tool, json.dumps({k: v for k, v in tool.items() if k != "cache_control"},
+                             sort_keys=True))  # fmt: skip
+    system = request.get("system")
+    if isinstance(system, list):
+        for block in system:
+            add(block, json.dumps([{k: v for k, v in block.items() if k != "cache_control"}],
+                                  sort_keys=True))  # fmt: skip
+    elif system:
+        out.append(json.dumps(system, sort_keys=True))
     for message in request["messages"]:
         for block in message["content"]:
-            out.append(json.dumps([message["role"], block], sort_keys=True))
-    return out
+            plain = {k: v for k, v in block.items() if k != "cache_control"}
+            add(block, json.dumps([message["role"], plain], sort_keys=True))
+    return out, breakpoints
 
 
 def run(label: str, window: int, policy: Any, calls: int, seed: int, quiet: bool) -> Result:
@@ -119,12 +150,13 @@ def run(label: str, window: int, policy: Any, calls: int, seed: int, quiet: bool
             append("user", input="The parser drops the last token of every line. Fix it, "
                    "with a test, without breaking the other tests.")  # fmt: skip
             previous: list[str] = []
+            written: list[int] = []
             for call in range(calls):
                 if call and call % 40 == 0:
                     append("user", input=f"Also: check case {call // 40}, and keep it fast.")
-                request = rt.rendered(str(sid), "anthropic")
+                request = rt.rendered(str(sid), "anthropic", cache=True)
                 result.over_window += bool(request["over_window"])
-                current = blocks(request["request"])
+                current, breakpoints = blocks(request["request"])
                 sizes = [count_tokens(b) for b in current]
                 shared = 0
                 while (shared < len(previous) and shared < len(current)
@@ -137,6 +169,11 @@ def run(label: str, window: int, policy: Any, calls: int, seed: int, quiet: bool
                 result.calls.append((appended, reuse, total))
                 result.cost += cached * CACHED_PRICE + (total - cached)
                 result.full_cost += total
+                # read only up to a breakpoint the previous call wrote; the rest written
+                read = sum(sizes[: max((b for b in written if b <= shared), default=0)])
+                result.breakpoint_reuse.append(read / total if total else 1.0)
+                result.written_cost += read * CACHED_PRICE + (total - read) * WRITE_PRICE
+                written = breakpoints
                 if not quiet:
                     print(
                         f"{label:<28} call {call:3d}  {total:7,d} tokens  "
@@ -180,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         print("  ".join(str(row[c]).ljust(w) for c, w in zip(columns, widths, strict=True)))
     print(f"\n(input cost: all calls' input tokens with cached ones at {CACHED_PRICE:.0%} of "
-          "the price, relative to paying for every token)")  # fmt: skip
+          "the price, relative to paying for every token; cost with writes: read only at "
+          "the previous call's breakpoints, every other token written at "
+          f"{WRITE_PRICE:.0%})")  # fmt: skip
     return 0
 
 

@@ -4,6 +4,13 @@ Commands go to ``CtxStore``; after each one the projections catch up from
 the notification log before the call returns, so a client reads its own
 writes.  Queries catch up first too (cheaply: one max-id query when nothing
 is new), so a second worker process serves what the first one wrote.
+
+Commands take their session's lock only (``CtxStore.locks``); the in-memory
+projector is shared, so catching up and reading it take one process-wide
+lock, held briefly.  Nothing slow (tokenizing a body, a summarizer's HTTP
+call) runs under that lock, so one session's work never stalls another's.
+A command's answer tells the truth (``service.outcome``): once stored, it
+is a success, with any failed follow-up named beside the result.
 """
 
 from __future__ import annotations
@@ -12,14 +19,16 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from domain import errors
 from domain.application import CtxStore
+from domain.idempotency import PENDING, IdempotentReplay, Pending, Stored, check_same_request
 from domain.policy import Policy
 from domain.render import render_shape
 from domain.rules.redact import mask_json
-from domain.store_config import database_url
+from domain.store_config import database_url, working_set_budget
 from domain.summarizer import Summarizer, for_session, summarizer_from_env
 from domain.tokens import check_tokenizer
 from projections import queries as q
@@ -30,6 +39,7 @@ from projections.processor import Processor
 from projections.session_queries import SessionKey
 from projections.store import ProjectionStore
 from service.compaction import AUTO_COMPACT_AFTER, run_to_fold, summarize
+from service.outcome import Executed
 
 RENDER_CACHE = 256
 log = logging.getLogger("ctxstore.runtime")
@@ -47,15 +57,21 @@ class Runtime:
         policy: Policy | None = None,
         auto_compact: bool = True,
         migrate: bool = True,
+        working_set: int | None = None,
     ) -> None:
+        """``working_set``: nodes a process holds in memory before it lets the least
+        recently used sessions go (``CTXSTORE_WORKING_SET``; 0 holds the whole store)."""
         check_tokenizer()
         self.url = url or database_url()
         if migrate:
-            upgrade(self.url)
-        self.app = CtxStore(url=self.url)
+            upgrade(self.url)  # every table, under a lock all processes share
+        # Created above, under that lock: creating them again here, unlocked, raced
+        # with other workers starting (PostgreSQL: "tuple concurrently updated").
+        self.app = CtxStore(url=self.url, env={"CREATE_TABLE": "n"} if migrate else None)
         self.store = ProjectionStore(self.url)
         self.policy = policy or Policy.from_env()
-        self.processor = Processor(self.app, self.store, self.policy)
+        budget = working_set_budget() if working_set is None else working_set
+        self.processor = Processor(self.app, self.store, self.policy, budget or None)
         self.summarizer = summarizer or summarizer_from_env()
         self.auto_catch_up = auto_catch_up
         self.auto_compact = auto_compact
@@ -73,36 +89,91 @@ class Runtime:
 
     def execute(self, command: str, *args: Any, **kwargs: Any) -> Any:
         """Run ``CtxStore.<command>``, catch up, and compact if the head asks for it."""
+        return self.run(command, *args, **kwargs).result
+
+    def run(self, command: str, *args: Any, idempotency: Pending | None = None,
+            **kwargs: Any) -> Executed:  # fmt: skip
+        """``execute``, saying which follow-up failed; with a key, at most once per key."""
         method = getattr(self.app, command, None)
         if method is None or command.startswith("_"):
             raise errors.InvalidCommand(f"unknown command {command!r}")
-        with self._lock:
+        stored = self._claimed(idempotency)
+        if stored is not None:
+            return Executed(stored.result, replayed=True)
+        token = PENDING.set(idempotency)
+        try:
             result = method(*args, **kwargs)
-            # The command has committed.  If the projection cannot follow right
-            # now (a lock held elsewhere, a cancelled query), that must not turn
-            # the stored command into an error a client would retry, storing it
-            # twice: the next catch-up, here or in a worker, takes the event.
+        except IdempotentReplay as won:  # a concurrent retry with this key stored it
+            return self._replay(idempotency, won.stored)
+        except errors.DomainError:
+            # A concurrent retry stored this very command first (its node id is taken now).
+            stored = self._claimed(idempotency)
+            if stored is None:
+                raise
+            return Executed(stored.result, replayed=True)
+        finally:
+            PENDING.reset(token)
+        # The command has committed.  If the projection cannot follow right now
+        # (a lock held elsewhere, a dropped connection) or the summarizer fails,
+        # that must not turn the stored command into an error a client would
+        # retry, storing it twice: the next catch-up or command takes it up.
+        done = Executed(result)
+        try:
+            self.catch_up()
+        except Exception as exc:
+            done.failed("catch_up", exc)
+            return done
+        if self.auto_compact and command in AUTO_COMPACT_AFTER:
+            session_id = str(args[0]) if args else str(kwargs.get("session_id"))
             try:
-                self.catch_up()
-            except Exception:
-                log.exception("catch-up after %s failed; the command itself is stored", command)
-                return result
-            if self.auto_compact and command in AUTO_COMPACT_AFTER:
-                session_id = str(args[0]) if args else str(kwargs.get("session_id"))
                 version = self._auto_compact(session_id)
+            except Exception as exc:
+                done.failed("compaction", exc)
+            else:
                 if version is not None and isinstance(result, tuple):
-                    result = (result[0], version)  # the version the client must send next
-            return result
+                    done.result = (result[0], version)  # the version the client must send next
+        return done
+
+    def _claimed(self, pending: Pending | None) -> Stored | None:
+        """What an earlier command with this key stored (a 422 if it was another request)."""
+        if pending is None:
+            return None
+        stored = self.app.idempotency_claim(pending)
+        if stored is not None:
+            check_same_request(pending, stored)
+        return stored
+
+    def _replay(self, pending: Pending | None, stored: Stored) -> Executed:
+        assert pending is not None
+        check_same_request(pending, stored)
+        return Executed(stored.result, replayed=True)
+
+    def answer_for(self, pending: Pending) -> tuple[int, str] | None:
+        """The answer the key's first command got, if it was recorded."""
+        stored = self._claimed(pending)
+        return stored.answer if stored is not None else None
+
+    def record_answer(self, pending: Pending, status: int, body: str) -> None:
+        """Remember the answer sent for ``pending``'s command (when a command stored the key)."""
+        if self.app.idempotency_claim(pending) is not None:
+            self.app.record_answer(pending, status, body, datetime.now(UTC))
 
     def _auto_compact(self, session_id: str) -> int | None:
         """Compact when the new head asks for it; the session's version afterwards."""
-        projector = self._projector()
-        session = q.session_row(projector, session_id)
-        commit_id = q.head_commit_id(projector, session)
-        if commit_id and projector.commits[commit_id].summary_request:
-            version: int = self.compact(session_id)["version"]
-            return version
-        return None
+        if not self._asks_for_summary(session_id):
+            return None
+        done = self.compact_reporting(session_id)
+        for step, failed in done.follow_up.items():  # the summary itself is stored
+            log.warning("%s after auto-compaction failed: %s", step, failed)
+        version: int = done.result["version"]
+        return version
+
+    def _asks_for_summary(self, session_id: str) -> bool:
+        with self._lock:
+            projector = self._projector()
+            session = q.session_row(projector, session_id)
+            commit_id = q.head_commit_id(projector, session)
+            return bool(commit_id and projector.commits[commit_id].summary_request)
 
     def catch_up(self, on_page: Callable[[int], None] | None = None) -> int:
         with self._lock:
@@ -119,8 +190,11 @@ class Runtime:
                 self.processor.catch_up()
         if self.processor.projector is None:
             self.processor.catch_up()
-        assert self.processor.projector is not None
-        return self.processor.projector
+        projector = self.processor.projector
+        assert projector is not None
+        if projector.working is not None:
+            projector.working.trim()  # what the last query brought in may go now
+        return projector
 
     def _latest_commit_of(self, session_id: str, node_id: str) -> str | None:
         with self._lock:
@@ -235,15 +309,31 @@ class Runtime:
 
     def compact(self, session_id: str, expected_version: int | None = None) -> dict[str, Any]:
         """Summarize the oldest foldable run under HEAD and record the summary."""
-        with self._lock:
-            projector = self._projector()
-            session = q.session_row(projector, session_id)
-            commit_id = q.head_commit_id(projector, session)
-            if commit_id is None:
-                raise errors.NothingToCompact("the session has no commit yet")
-            stored = projector.commits[commit_id].summary_request
-            items = projector.items_of(commit_id)
-            covered = run_to_fold(items, stored, True, session, self.policy)
+        result: dict[str, Any] = self.compact_reporting(session_id, expected_version).result
+        return result
+
+    def compact_reporting(self, session_id: str, expected_version: int | None = None,
+                          idempotency: Pending | None = None) -> Executed:  # fmt: skip
+        """``compact``, saying which follow-up failed; with a key, at most once per key.
+
+        The session's own lock is held throughout, so its appends wait for
+        the summary (which is computed for its head), but the process-wide
+        lock only while reading the projection: a slow summarizer stalls no
+        other session.
+        """
+        stored = self._claimed(idempotency)
+        if stored is not None:
+            return self._compacted_again(session_id, stored)
+        with self.app.locks.hold(session_id):
+            with self._lock:
+                projector = self._projector()
+                session = q.session_row(projector, session_id)
+                commit_id = q.head_commit_id(projector, session)
+                if commit_id is None:
+                    raise errors.NothingToCompact("the session has no commit yet")
+                request = projector.commits[commit_id].summary_request
+                items = projector.items_of(commit_id)
+                covered = run_to_fold(items, request, True, session, self.policy)
             if not covered:
                 raise errors.NothingToCompact("no foldable run outside the tail window")
             agg = self.app.session(session.session_id)
@@ -253,15 +343,35 @@ class Runtime:
             # The summary happens "at" the session's own latest time, not the wall
             # clock: a session driven by recorded times (an import, a replay) must
             # not see hours of idleness appear because compaction ran today.
-            summary_id, version = self.app.record_summary(
-                session.session_id, [i.item_id for i in covered], text,
-                summarizer.name, commit_id, expected_version=expected_version,
-                at=agg.modified_on,
-            )  # fmt: skip
+            token = PENDING.set(idempotency)
+            try:
+                summary_id, version = self.app.record_summary(
+                    session.session_id, [i.item_id for i in covered], text,
+                    summarizer.name, commit_id, expected_version=expected_version,
+                    at=agg.modified_on,
+                )  # fmt: skip
+            except IdempotentReplay as won:
+                check_same_request(idempotency, won.stored)  # type: ignore[arg-type]
+                return self._compacted_again(session_id, won.stored)
+            finally:
+                PENDING.reset(token)
+        done = Executed({"session_id": session.session_id, "version": version,
+                         "summary_id": summary_id, "covered": [i.item_id for i in covered],
+                         "summarizer": summarizer.name, "computed_for": commit_id,
+                         "commit_id": None})  # fmt: skip
+        try:
             self.catch_up()
-            projector = self._projector()
-            new_commit = q.head_commit_id(projector, q.session_row(projector, session_id))
-            return {"session_id": session.session_id, "version": version,
-                    "summary_id": summary_id, "covered": [i.item_id for i in covered],
-                    "summarizer": summarizer.name, "computed_for": commit_id,
-                    "commit_id": new_commit}  # fmt: skip
+            with self._lock:
+                projector = self._projector()
+                done.result["commit_id"] = q.head_commit_id(
+                    projector, q.session_row(projector, session_id)
+                )
+        except Exception as exc:
+            done.failed("catch_up", exc)
+        return done
+
+    @staticmethod
+    def _compacted_again(session_id: str, stored: Stored) -> Executed:
+        summary_id, version = stored.result
+        return Executed({"session_id": session_id, "version": version, "summary_id": summary_id},
+                        replayed=True)  # fmt: skip

@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 _shared = ROOT.parent / "shared" / "tiktoken"
 if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(_shared)
+# Absolute, so tests that run a script from another folder still find it.
+if os.environ.get("TIKTOKEN_CACHE_DIR"):
+    os.environ["TIKTOKEN_CACHE_DIR"] = os.path.abspath(os.environ["TIKTOKEN_CACHE_DIR"])
 
 # Rules that act as soon as something is due: most tests check what a rule does
 # to an item, not when a batch of them runs (tests/domain/test_batching.py).

@@ -208,8 +208,12 @@ def fold_summary(
     rule: str = "summarize",
     why: str = "",
     anchors: bool = False,
+    shorten: bool = False,
 ) -> Item | None:
     """Fold the covered, still-foldable items into one summary item.
+
+    ``shorten``: a lone summary folds too, into a shorter one (the window
+    guard's last step); otherwise refolding one summary alone is pointless.
 
     Generation 2 places the summary just after the run it covers (a summary of
     summaries would otherwise creep one position back per fold, into the
@@ -230,7 +234,7 @@ def fold_summary(
         if block and not all(b.item_id in wanted and foldable(b, ctx, anchors) for b in block):
             continue
         chosen.append(item)
-    if not worth_folding(chosen) and (ctx.policy.generation >= 2 or not chosen):
+    if not chosen or (not shorten and not worth_folding(chosen) and ctx.policy.generation >= 2):
         return None
     prefixed = f"[Summary] {text}"
     v2 = ctx.policy.generation >= 2

@@ -16,7 +16,8 @@ extractive summarizer, in this order, each step only while still over:
 2. age the tool results in the tail window, oldest first;
 3. clear aged items, oldest first;
 4. fold the tail window too, oldest first (even the newest turn);
-5. fold the first user message, the one anchor a rule may touch.
+5. fold the first user message, the one anchor a rule may touch;
+6. cut the one summary left down to the room there is.
 
 Pinned items, system prompts and tool definitions are never touched.  If
 they alone do not fit, the commit says so: ``over_window`` with the limit,
@@ -41,6 +42,7 @@ from domain.working_context import WorkingContext
 RULE = "window_guard"
 SUMMARIZER = ExtractiveSummarizer()
 SUMMARY_ALLOWANCE = 400  # tokens a fold's own summary may take (1,200 chars at most)
+MIN_SUMMARY_TOKENS = 30  # a summary cut to its header line and a marker still takes about this
 
 
 def guard_window(ctx: WorkingContext, budget: Budget,
@@ -83,9 +85,31 @@ def guard_window(ctx: WorkingContext, budget: Budget,
         _fold(ctx, lambda: used() - limit, why)
     if used() > limit:
         _fold(ctx, lambda: used() - limit, why, anchors=True)
+    if used() > limit:
+        _shrink_summary(ctx, limit - used(), why)
     if used() <= limit:
         return None
     return _over(ctx, count_tools(), limit, used())
+
+
+def _shrink_summary(ctx: WorkingContext, room: int, why: str) -> None:
+    """6. Fold the one summary left into a shorter one that fits, if one can.
+
+    After step 5 only pins, system prompts and one summary remain: if the
+    pins alone fit, the summary is what is over, so it gives way to one cut
+    to the room left (down to its header line) rather than the commit
+    saying it cannot fit.
+    """
+    loose = [i for i in ctx.iter_visible() if i.state == "summary" and not i.locked
+             and i.attached_from is None]  # fmt: skip
+    if len(loose) != 1:
+        return
+    summary = loose[0]
+    budget = summary.tokens + room  # what the summary may take to fit: room is negative
+    if budget < MIN_SUMMARY_TOKENS:
+        return
+    chars = max(40, budget * 2)  # about 2 characters a token, at worst, for these lines
+    _fold_run(ctx, [summary], why, True, ExtractiveSummarizer(chars), shorten=True)
 
 
 def _fold(ctx: WorkingContext, need: Callable[[], int], why: str, before_ord: int | None = None,
@@ -128,17 +152,24 @@ def _fold(ctx: WorkingContext, need: Callable[[], int], why: str, before_ord: in
         _fold_run(ctx, run, why, anchors)
 
 
-def _fold_run(ctx: WorkingContext, run: list[Item], why: str, anchors: bool) -> None:
+def _fold_run(
+    ctx: WorkingContext,
+    run: list[Item],
+    why: str,
+    anchors: bool,
+    summarizer: ExtractiveSummarizer = SUMMARIZER,
+    shorten: bool = False,
+) -> None:
     for item in run:
         ctx.frozen.discard(item.item_id)
-    text = SUMMARIZER.summarize(
+    text = summarizer.summarize(
         [{"item_id": i.item_id, "role": i.role, "name": i.name, "rendered": i.rendered}
          for i in run]
     )  # fmt: skip
     ctx.folds += 1
     summary_id = f"fold:{ctx.step_key}:{ctx.folds}"
-    fold_summary(ctx, summary_id, [i.item_id for i in run], text, SUMMARIZER.name,
-                 rule=RULE, why=why, anchors=anchors)  # fmt: skip
+    fold_summary(ctx, summary_id, [i.item_id for i in run], text, summarizer.name,
+                 rule=RULE, why=why, anchors=anchors, shorten=shorten)  # fmt: skip
 
 
 def _over(ctx: WorkingContext, tools: int, limit: int, used: int) -> dict[str, Any]:

@@ -208,3 +208,20 @@ def test_the_guard_says_what_it_could_not_fold() -> None:
     assert over["shortfall"] == b.ctx.total_tokens - 100
     assert over["pinned"] > 0 and over["system"] == b.ctx.system_tokens
     assert over["other"] == 0, "the unpinned message was folded away"
+
+
+def test_a_summary_is_cut_to_the_room_pins_leave() -> None:
+    """Over the window with pins that fit alone: the last summary gives way, not the promise."""
+    b = Builder(Policy(batch_trigger=0.0, clear_at_least=0))
+    b.add("user", "kept " * 300, locked=True)
+    for n in range(30):
+        b.add("user", f"question {n}: " + "why " * 40)
+        b.add("assistant", f"answer {n}: " + "because " * 40)
+    pinned = next(i for i in b.ctx.ordered() if i.locked).tokens
+    limit = pinned + 60  # room for a short summary, not for a full one
+    budget = Budget(window=limit, system=0, tools=0, output_reserve=0, history=limit,
+                    compact_at=limit, emergency_at=limit)  # fmt: skip
+    assert guard_window(b.ctx, budget) is None
+    assert b.ctx.total_tokens <= limit
+    [summary] = [i for i in b.ctx.iter_visible() if i.state == "summary"]
+    assert summary.rendered.startswith("[Summary] Summary of")

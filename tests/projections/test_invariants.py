@@ -23,6 +23,7 @@ from sqlalchemy import select
 from domain.context import Item, tightens
 from domain.pipeline import measure
 from domain.policy import Policy
+from domain.rules.window_guard import MIN_SUMMARY_TOKENS
 from projections import projector
 from projections import tables as t
 from projections.rebuild import _plain, rebuild_and_compare
@@ -94,6 +95,9 @@ class Checker:
         loose = [i for i in items if i.state == "summary" and not i.locked
                  and i.attached_from not in held]  # fmt: skip
         assert len(loose) <= 1, ("summaries left unfolded over the window", loose)
+        if loose:  # it is left only if even a summary cut to its header could not fit
+            room = limit - (request - loose[0].tokens)
+            assert room < MIN_SUMMARY_TOKENS, ("a summary over the window could shrink", room)
 
     def check_commit(self, commit: dict[str, Any]) -> None:
         self.check_window(commit)
@@ -196,7 +200,7 @@ POLICY = Policy(tail_turns=2, result_cap=2_000)
 
 
 def run_session(url: str, steps: list[Step], note: Callable[[str], None] = print) -> Driver:
-    rt = Runtime(url, policy=POLICY)
+    rt = Runtime(url, policy=POLICY, working_set=3)  # sessions come and go between steps
     driver = Driver(rt)
     checker = Checker(driver)
     try:

@@ -1,0 +1,81 @@
+"""The working set's reads: one session's rows, and which session holds an id.
+
+Thin SQL over the projection tables (``projections.working_set`` decides
+what to load and when).  Reads go through the batch's own connection while
+a batch runs (``conn``), so they see what that transaction sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+
+from projections import tables as t
+from projections.store import ProjectionStore
+
+CHUNK = 500  # session ids per IN (...) list
+
+# what a commit's metadata needs: everything but the items themselves
+_META = [c for c in t.commits.columns if c.name != "items"]
+
+
+class SessionRows:
+    def __init__(self, store: ProjectionStore) -> None:
+        self.store = store
+        self.conn: Connection | None = None  # the running batch's, if any
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        if self.conn is not None:
+            yield self.conn
+            return
+        with self.store.engine.connect() as own:
+            yield own
+
+    def session_of_node(self, node_id: str) -> str | None:
+        query = select(t.nodes.c.session_id).where(t.nodes.c.node_id == node_id)
+        with self._connection() as conn:
+            found: str | None = conn.execute(query).scalar()
+            return found
+
+    def session_of_commit(self, commit_id: str) -> str | None:
+        query = select(t.commits.c.session_id).where(t.commits.c.commit_id == commit_id)
+        with self._connection() as conn:
+            found: str | None = conn.execute(query).scalar()
+            return found
+
+    def node_rows(self, session_ids: list[str], after: int = 0) -> list[Any]:
+        c = t.nodes.c
+        out: list[Any] = []
+        with self._connection() as conn:
+            for start in range(0, len(session_ids), CHUNK):
+                query = select(t.nodes).where(
+                    c.session_id.in_(session_ids[start : start + CHUNK]), c.notification_id > after
+                )
+                out.extend(conn.execute(query.order_by(c.notification_id)))
+        return out
+
+    def commit_metas(self, session_ids: list[str], after: int = 0) -> list[dict[str, Any]]:
+        c = t.commits.c
+        out: list[dict[str, Any]] = []
+        with self._connection() as conn:
+            for start in range(0, len(session_ids), CHUNK):
+                query = select(*_META).where(
+                    c.session_id.in_(session_ids[start : start + CHUNK]), c.notification_id > after
+                )
+                out.extend(
+                    dict(r._mapping) for r in conn.execute(query.order_by(c.notification_id))
+                )
+        return out
+
+    def node_counts(self, after: int) -> dict[str, int]:
+        """Nodes each session gained after ``after`` (all of them from 0)."""
+        c = t.nodes.c
+        query = select(c.session_id, func.count()).group_by(c.session_id)
+        if after:  # from 0 the (session, seq) index answers without reading a row
+            query = query.where(c.notification_id > after)
+        with self._connection() as conn:
+            return {sid: int(n) for sid, n in conn.execute(query)}

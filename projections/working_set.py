@@ -1,0 +1,171 @@
+"""A process holds the sessions it touches, not the whole store.
+
+Without a working set, a process loads every node (content included) and
+every commit's metadata of the whole store before its first answer: memory
+and start-up grow with the store, not with what is asked of it.  With one,
+only the session rows (one small row per session) and a count of each
+session's nodes are read at start; a session's nodes and commit metadata
+come in from the projection tables the first time anything looks one of
+them up (its own id, a node id, a commit id), together with the sessions it
+branches from, attaches or merges as those are looked up in turn, and the
+least recently used sessions go again once more than ``budget`` nodes are
+held.  Sessions changed in the batch being projected are never evicted:
+their newest rows are not stored yet.
+
+The lookups stay dictionaries (``LazyDict``), so the projector, queries and
+explain read them as before; a miss asks the working set to bring in the
+session that holds the key, once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, TypeVar
+
+from projections.records import CommitMeta, NodeRow
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+DEFAULT_BUDGET = 200_000  # nodes held before the least recently used sessions go
+
+
+class LazyDict(dict[K, V]):
+    """A dict that, on a miss, asks ``fault(key)`` to load what holds the key."""
+
+    def __init__(self, fault: Callable[[K], bool]) -> None:
+        super().__init__()
+        self._fault = fault
+
+    def __missing__(self, key: K) -> V:
+        if self._fault(key) and dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        raise KeyError(key)
+
+    def get(self, key: K, default: Any = None) -> Any:
+        if dict.__contains__(self, key) or (self._fault(key) and dict.__contains__(self, key)):
+            return dict.__getitem__(self, key)
+        return default
+
+    def __contains__(self, key: object) -> bool:
+        if dict.__contains__(self, key):
+            return True
+        return bool(self._fault(key)) and dict.__contains__(self, key)  # type: ignore[arg-type]
+
+
+class RowSource(Protocol):
+    """What the working set reads from the projection tables."""
+
+    def session_of_node(self, node_id: str) -> str | None: ...
+
+    def session_of_commit(self, commit_id: str) -> str | None: ...
+
+    def node_rows(self, session_ids: list[str]) -> Iterable[Any]: ...
+
+    def commit_metas(self, session_ids: list[str]) -> Iterable[dict[str, Any]]: ...
+
+
+class Holder(Protocol):
+    """The indexes a session's rows go into and come out of (the projector)."""
+
+    def hold_node(self, node: NodeRow) -> None: ...
+
+    def hold_commit(self, meta: CommitMeta) -> None: ...
+
+    def release_session(self, session_id: str) -> None: ...
+
+
+class WorkingSet:
+    def __init__(self, source: RowSource, holder: Holder, budget: int = DEFAULT_BUDGET) -> None:
+        self.source = source
+        self.holder = holder
+        self.budget = budget
+        self.loaded: OrderedDict[str, int] = OrderedDict()  # session -> nodes held, LRU first
+        self.dirty: set[str] = set()  # changed in the batch being projected
+        self._loading = False
+
+    def is_loaded(self, session_id: str) -> bool:
+        return session_id in self.loaded
+
+    def ensure(self, session_id: str) -> None:
+        """Bring ``session_id``'s rows in if they are not held (and mark it recently used)."""
+        if session_id in self.loaded:
+            self.loaded.move_to_end(session_id)
+            return
+        if self._loading:
+            return  # a lookup made while loading: the rows are on their way
+        self._loading = True
+        try:
+            held = 0
+            self.loaded[session_id] = 0
+            for row in self.source.node_rows([session_id]):
+                self.holder.hold_node(NodeRow.from_row(row))
+                held += 1
+            for meta in self.source.commit_metas([session_id]):
+                self.holder.hold_commit(meta_of(meta))
+            self.loaded[session_id] = held
+        finally:
+            self._loading = False
+
+    def touch(self, session_id: str) -> None:
+        """``session_id`` is changed by the event being projected: hold it, keep it."""
+        self.ensure(session_id)
+        self.dirty.add(session_id)
+
+    def grew(self, session_id: str) -> None:
+        if session_id in self.loaded:
+            self.loaded[session_id] += 1
+
+    def fault_node(self, node_id: object) -> bool:
+        if not isinstance(node_id, str) or self._loading:
+            return False
+        session_id = self.source.session_of_node(node_id)
+        if session_id is None or session_id in self.loaded:
+            return False
+        self.ensure(session_id)
+        return True
+
+    def fault_commit(self, commit_id: object) -> bool:
+        if not isinstance(commit_id, str) or self._loading:
+            return False
+        session_id = self.source.session_of_commit(commit_id)
+        if session_id is None or session_id in self.loaded:
+            return False
+        self.ensure(session_id)
+        return True
+
+    def fault_session(self, session_id: object) -> bool:
+        if not isinstance(session_id, str) or session_id in self.loaded or self._loading:
+            return False
+        self.ensure(session_id)
+        return True
+
+    def stored(self) -> None:
+        """The batch's rows are written: its sessions may go like any other."""
+        self.dirty.clear()
+
+    def trim(self) -> None:
+        """Let the least recently used sessions go while more than ``budget`` nodes are held."""
+        held = sum(self.loaded.values())
+        for session_id in list(self.loaded):
+            if held <= self.budget or len(self.loaded) <= 1:
+                break
+            if session_id in self.dirty:
+                continue
+            held -= self.loaded.pop(session_id)
+            self.holder.release_session(session_id)
+
+
+def meta_of(row: dict[str, Any]) -> CommitMeta:
+    """A commit's metadata from its stored row (the ``items`` column is not needed)."""
+    return CommitMeta(
+        row["commit_id"], row["session_id"], json.loads(row["parent_ids"]),
+        row["head_node_id"], row["checkpoint_id"], row["delta_count"],
+        row["notification_id"],
+        json.loads(row["summary_request"]) if row["summary_request"] else None,
+        row["total_tokens"],
+        json.loads(row["over_window"]) if row.get("over_window") else None,
+        row["rules_version"],
+    )  # fmt: skip
