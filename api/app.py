@@ -17,7 +17,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from api import errors, openapi, responses, routes_commands, routes_queries, routes_ui, sse
+from api import (
+    errors,
+    openapi,
+    responses,
+    routes_commands,
+    routes_erasure,
+    routes_queries,
+    routes_ui,
+    sse,
+)
 from api.auth import AuthMiddleware
 from api.browser_safety import BrowserSafety
 from api.browser_safety import middleware as browser_middleware
@@ -36,6 +45,7 @@ async def openapi_json(request: Request) -> Response:
 ENDPOINTS = [
     *routes_commands.ENDPOINTS,
     *routes_queries.ENDPOINTS,
+    *routes_erasure.ENDPOINTS,
     *sse.ENDPOINTS,
     openapi.Endpoint(
         "GET", "/openapi.json", openapi_json, "This document", response=responses.OpenAPIDocument

@@ -22,6 +22,7 @@ from domain.context import Item, Natural
 from domain.policy import Policy
 from domain.rules.batching import run_batched_rules
 from domain.rules.dedup import dedup_result
+from domain.rules.redact import redact_item
 from domain.rules.summarize import summary_request
 from domain.rules.tool_aging import age_one
 from domain.rules.truncation import cap_item
@@ -97,8 +98,11 @@ def add_node_items(ctx: WorkingContext, new_nodes: Iterable[NodeLike], pinned: s
             continue
         item = node_item(node, texts(node), ctx.next_ord(), node.node_id in pinned,
                          ctx.first_user is None, ctx.policy)  # fmt: skip
+        masked = redact_item(item, ctx.policy)  # before the cap: a cut must not expose half a key
         cut = cap_item(item, ctx.policy)  # before add, so the total counts the capped text
         ctx.add(item)
+        if masked:
+            ctx.audit(item, "full", "full", "redact", masked)
         if cut:
             ctx.audit(item, "full", "full", "per_item_cap", cut)
         dedup_result(ctx, item)

@@ -66,6 +66,7 @@ _VALID: dict[str, tuple[str, Any]] = {
     "clear_at_least": _int(0),
     "dedup_tool_results": ("true or false", lambda v: isinstance(v, bool)),
     "drop_summarized_tools": ("true or false", lambda v: isinstance(v, bool)),
+    "redact_secrets": ("true or false", lambda v: isinstance(v, bool)),
     "extra": ("an object", lambda v: isinstance(v, dict)),
 }  # fmt: skip
 
@@ -109,6 +110,9 @@ class Policy:
     # Tool definitions stay listed (and budgeted) after every use of the tool is
     # summarized, so the request's tools, its most stable prefix, never change.
     drop_summarized_tools: bool = False
+    # Mask secrets (API keys, tokens, private keys) in items as they enter a
+    # commit, so renders, summaries and copies never show them (rules/redact.py).
+    redact_secrets: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -179,6 +183,7 @@ ADDED_LATER: dict[str, Any] = {
     "clear_at_least": 0,
     "dedup_tool_results": False,
     "drop_summarized_tools": False,
+    "redact_secrets": False,
 }
 
 DEFAULT_POLICY = Policy()

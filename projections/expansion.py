@@ -24,6 +24,8 @@ from typing import Protocol
 from domain.context import STATE_ORDER, Item
 from domain.tokens import item_tokens
 from domain.working_context import WorkingContext, tokens_of
+from projections.dag_index import DagIndex
+from projections.erasure import attach_erased
 from projections.records import NodeRow
 
 
@@ -36,6 +38,9 @@ class Commits(Protocol):
 
     @property
     def commits(self) -> Container[str]: ...
+
+    @property
+    def dag(self) -> DagIndex: ...  # its sessions: a source missing there was erased
 
     def commit_at(self, session_id: str, node_id: str) -> str | None: ...
 
@@ -89,6 +94,9 @@ def expand_attach(projector: Commits, ctx: WorkingContext, node: NodeRow) -> Non
     key = f"{source}:{head}"
     if key in ctx.attached:
         return  # this source is already staged under this head: expand once
+    if source not in projector.dag.sessions:
+        attach_erased(ctx, node, source, head)  # the source was erased: a tombstone
+        return
     commit_id = node.meta.get("commit")
     if commit_id not in projector.commits:
         commit_id = projector.commit_at(source, head)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from domain.application import CtxStore
+from domain.erasure import ERASURE_TOPIC
 from domain.policy import Policy
 from projections import tables as t
 from projections.projector import Projector
@@ -39,6 +40,7 @@ class Processor:
         self.starts = [start for start, _ in history]
         self.policies = [p for _, p in history]
         self.projector: Projector | None = None
+        self.resets = 0  # times another process's erasure made this one start over
 
     def _refresh_policies(self, conn: Any) -> None:
         """Take up rules another process recorded, keeping our objects when nothing changed.
@@ -132,7 +134,7 @@ class Processor:
 
     def _synced(self, conn: Any, position: int) -> Projector:
         projector = self.projector
-        if projector is None or projector.position > position:
+        if projector is None or projector.position > position or self._erased(projector, position):
             projector = Projector(self.policy_at, self.store.commit_rows, self.rows, self.budget)
             projector.position = 0
         if projector.position < position:
@@ -140,6 +142,22 @@ class Processor:
             projector.position = position
         self.projector = projector
         return projector
+
+    def _erased(self, projector: Projector, position: int) -> bool:
+        """Whether another process erased a session since ``projector`` last caught up.
+
+        An erasure rewrites the projection tables below its own position too
+        (``service/erasure.py``), so rows read since are not enough: what this
+        process holds in memory may show erased content.  It starts over.
+        """
+        if projector.position >= position:
+            return False
+        found = self.app.recorder.select_notifications(
+            start=projector.position + 1, limit=1, stop=position, topics=[ERASURE_TOPIC]
+        )
+        if found:
+            self.resets += 1
+        return bool(found)
 
     def _load(self, projector: Projector, conn: Any) -> None:
         """Bring the indexes up to date with rows other processes wrote."""

@@ -16,12 +16,14 @@ from typing import Any
 
 from domain import events as ev
 from domain.context import Item, Natural
+from domain.erasure import Erasure
 from domain.idempotency import IdempotencyClaim
 from domain.node_claim import NodeClaim
 from domain.policy import Policy
 from domain.working_context import WorkingContext
 from projections.context_commit import build
 from projections.dag_index import DagIndex
+from projections.erasure import merge_erased
 from projections.expansion import expand_attach, merge_peers
 from projections.item_rows import items_from_rows, node_texts
 from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow, dumps
@@ -162,7 +164,7 @@ class Projector:
     # --------------------------------------------------------------- apply
 
     def apply(self, event: Any, notification_id: int) -> None:
-        if isinstance(event, NodeClaim.Event | IdempotencyClaim.Event):  # write-side indexes
+        if isinstance(event, NodeClaim.Event | IdempotencyClaim.Event | Erasure.Event):
             self.position = notification_id
             return
         info = EventInfo(
@@ -254,8 +256,16 @@ class Projector:
         # Items a peer already holds come in from that peer, as the peer has them,
         # rather than re-entering the base side as fresh items.
         held = {i.item_id for c in peer_commits for i in self.items_of(c)}
+        erased = [p["session_id"] for p in event.peers
+                  if p.get("session_id", info.session_id) not in self.dag.sessions]  # fmt: skip
+
+        def merge(ctx: WorkingContext) -> None:
+            merge_peers(self, ctx, peer_commits)
+            if erased:  # a peer session that was erased leaves a tombstone
+                merge_erased(ctx, node, erased)
+
         self.commit_node(node, info, session, extra_parents=peer_commits, skip=held,
-                         extra=lambda ctx: merge_peers(self, ctx, peer_commits))  # fmt: skip
+                         extra=merge)  # fmt: skip
 
     def commit_node(
         self, node: NodeRow, info: EventInfo, session: SessionRow,

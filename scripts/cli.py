@@ -11,6 +11,7 @@
     ctxstore keys create --tenant T --scope read|write|admin [--db URL]  # prints the secret once
     ctxstore keys list   [--db URL]
     ctxstore keys revoke KEY_ID [--db URL]
+    ctxstore erase   SESSION_ID [--db URL] [--by NAME] # erase it (and its branches) for good
 
 ``--db`` defaults to ``CTXSTORE_DATABASE_URL`` (else ``sqlite:///ctxstore.db``).
 
@@ -125,7 +126,20 @@ def cmd_import(args: argparse.Namespace) -> int:
 EXPORT_PAGE = 1_000  # events read at a time, so a long export can show its progress
 
 
+def _export_line(event: Any, redact: bool) -> str:
+    """``export_line``, with secrets masked when the policy redacts (``domain/rules/redact``)."""
+    line = export_line(event)
+    if not redact:
+        return line
+    from domain.rules.redact import mask_json
+
+    record = json.loads(line)
+    record["data"] = mask_json(record["data"])[0]
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    redact = Policy.from_env().redact_secrets
     app = _app(args)
     lines: list[str] = []
     try:
@@ -136,7 +150,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                                      limit=EXPORT_PAGE)  # fmt: skip
                 if not page:
                     break
-                lines += [export_line(event) + "\n" for event in page]
+                lines += [_export_line(event, redact) + "\n" for event in page]
                 bar.update(len(lines))
     finally:
         app.close()
@@ -299,6 +313,18 @@ def _auth_note(url: str, host: str) -> None:
               file=sys.stderr, flush=True)  # fmt: skip
 
 
+def cmd_erase(args: argparse.Namespace) -> int:
+    from service.erasure import Eraser
+    from service.runtime import Runtime
+
+    runtime = Runtime(_url(args))
+    try:
+        _print_json(Eraser(runtime).erase(args.session_id, args.by))
+    finally:
+        runtime.close()
+    return 0
+
+
 def _serve(url: str, host: str, port: int, workers: int) -> int:
     import uvicorn
 
@@ -393,6 +419,10 @@ def build_parser() -> argparse.ArgumentParser:
             ).add_argument("--interval", type=float, default=0.5)  # fmt: skip
     command("rebuild", cmd_rebuild, "rebuild every projection and compare digests")
     _keys_parser(sub)
+    p = command("erase", cmd_erase, "erase a session and its branches for good (stop other "
+                "servers and workers first); prints what was erased")  # fmt: skip
+    p.add_argument("session_id", metavar="SESSION_ID")
+    p.add_argument("--by", default="cli", help="who asked, for the audit record (default: cli)")
     return parser
 
 

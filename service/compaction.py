@@ -15,6 +15,7 @@ from typing import Any
 from domain.context import Item
 from domain.pipeline import SessionLike, forced_request
 from domain.policy import Policy
+from domain.rules.redact import mask
 from domain.rules.summarize import with_item_ids
 from domain.summarizer import Summarizer
 
@@ -43,7 +44,7 @@ GUARD_FOLD = "fold:"  # ids of the window guard's extractive folds (domain.rules
 
 
 def summarize(summarizer: Summarizer, covered: list[Item], items: Sequence[Item] = (),
-              allowance: int | None = None) -> str:  # fmt: skip
+              allowance: int | None = None, redact: bool = False) -> str:  # fmt: skip
     """The summarizer's text for ``covered`` (raises ``SummarizerError``).
 
     Pass the summarizer as the session configured it (``summarizer.for_session``).
@@ -51,9 +52,12 @@ def summarize(summarizer: Summarizer, covered: list[Item], items: Sequence[Item]
     reads what it folded instead (from the commit's ``items``), as long as
     that stays within ``allowance`` tokens, so an LLM summary after an outage
     is written from the conversation, not from the stand-in's first lines.
+    With ``redact`` (the policy's ``redact_secrets``), no secret reaches the
+    summarizer, not even in an item committed before redaction was on.
     """
     return summarizer.summarize([
-        {"item_id": i.item_id, "role": i.role, "name": i.name, "rendered": i.rendered,
+        {"item_id": i.item_id, "role": i.role, "name": i.name,
+         "rendered": mask(i.rendered)[0] if redact else i.rendered,
          "state": i.state} for i in read_through_folds(covered, items, allowance)
     ])  # fmt: skip
 

@@ -65,7 +65,8 @@ class ImportCompactor:
             return
         summarizer = for_session(self.summarizer, agg.compaction)
         try:
-            text = summarize(summarizer, covered, items, self.policy.summary_max_tokens)
+            text = summarize(summarizer, covered, items, self.policy.summary_max_tokens,
+                                 redact=self.policy.redact_secrets)  # fmt: skip
         except SummarizerError:
             self.failures += 1  # the line stands; the next one asks again, as over HTTP
             return

@@ -27,6 +27,7 @@ from domain.application import CtxStore
 from domain.idempotency import PENDING, IdempotentReplay, Pending, Stored, check_same_request
 from domain.policy import Policy
 from domain.render import render_shape
+from domain.rules.redact import mask_json
 from domain.store_config import database_url, working_set_budget
 from domain.summarizer import Summarizer, for_session, summarizer_from_env
 from domain.tenancy import check_owner
@@ -76,7 +77,7 @@ class Runtime:
         self.auto_catch_up = auto_catch_up
         self.auto_compact = auto_compact
         self._lock = threading.RLock()
-        self._rendered: OrderedDict[tuple[str, str, str, str, int, bool], dict[str, Any]] = (
+        self._rendered: OrderedDict[tuple[str, str, str, str, int, bool, int], dict[str, Any]] = (
             OrderedDict()
         )
         self.app.commit_resolver = self._latest_commit_of
@@ -266,7 +267,9 @@ class Runtime:
             # The request names the session's current model, and the answer its
             # current version (what a client sends as expected_version next), so
             # both are part of the key.
-            key = (session.session_id, cid, shape, session.model, session.version, cache)
+            # An erasure in another process rewrites commits in place: its resets too.
+            key = (session.session_id, cid, shape, session.model, session.version, cache,
+                   self.processor.resets)  # fmt: skip
             if key not in self._rendered:
                 # A branch whose head is still its branch point renders the source's
                 # commit; an explicitly named commit must belong to this session.
@@ -282,6 +285,8 @@ class Runtime:
                     "request": render_shape(commit, shape, session.model, cache,
                                             policy.drop_summarized_tools),
                 }  # fmt: skip
+                if self.policy.redact_secrets:  # also items committed before it was on
+                    self._rendered[key]["request"] = mask_json(self._rendered[key]["request"])[0]
                 while len(self._rendered) > RENDER_CACHE:
                     self._rendered.popitem(last=False)
             return self._rendered[key]
@@ -366,7 +371,8 @@ class Runtime:
                 raise errors.NothingToCompact("no foldable run outside the tail window")
             agg = self.app.session(session.session_id)
             summarizer = for_session(self.summarizer, agg.compaction)
-            text = summarize(summarizer, covered, items, self.policy.summary_max_tokens)
+            text = summarize(summarizer, covered, items, self.policy.summary_max_tokens,
+                             redact=self.policy.redact_secrets)  # fmt: skip
             # The summary happens "at" the session's own latest time, not the wall
             # clock: a session driven by recorded times (an import, a replay) must
             # not see hours of idleness appear because compaction ran today.

@@ -1,0 +1,48 @@
+"""Erasure routes: ``DELETE /sessions/{sid}`` and the audit trail it leaves.
+
+Who erased is the API key the request came with (``ctxstore_key_id`` in the
+ASGI scope, set by the authentication layer), else ``local``.
+"""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from api import erasure_responses as r
+from api import schemas as s
+from api.auth import tenant_of
+from api.openapi import Endpoint
+from service.erasure import Eraser, erasures
+from service.runtime import Runtime
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+async def erase_session(request: Request) -> Response:
+    s.parse_query(request, s.EmptyQuery)
+    by = str(request.scope.get("ctxstore_key_id") or "local")
+    eraser = Eraser(_runtime(request))
+    erased = await run_in_threadpool(eraser.erase, request.path_params["sid"], by, None,
+                                     tenant_of(request))  # fmt: skip
+    return JSONResponse(erased)
+
+
+async def list_erasures(request: Request) -> Response:
+    s.parse_query(request, s.EmptyQuery)
+    found = await run_in_threadpool(erasures, _runtime(request), tenant_of(request))
+    return JSONResponse({"erasures": found})
+
+
+ENDPOINTS = [
+    Endpoint("DELETE", "/sessions/{sid}", erase_session,
+             "Erase a session and its branches for good (content, projections, quoting "
+             "summaries elsewhere); answers what was erased, 404 once it is gone",
+             response=r.Erased),
+    Endpoint("GET", "/erasures", list_erasures, "The erasure audit trail, oldest first",
+             response=r.ErasureList),
+]  # fmt: skip

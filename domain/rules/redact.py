@@ -1,0 +1,87 @@
+"""Redaction: secrets pasted into a conversation are masked in what leaves the store.
+
+Off by default (``{"redact_secrets": true}`` in ``CTXSTORE_POLICY`` turns
+it on, as a new ``rules_version`` from the next event).  A node's content in
+the event log stays exactly as written (no rule changes a node's content);
+what is masked is the item the node becomes, as it enters a commit, so the
+render, a summarizer's input and attached or merged copies all carry the
+mask, and the audit trail records rule ``redact`` with what kinds it masked
+(never the secret).  The same patterns mask an export and, as a safety net,
+a render of items committed before the policy was on.  Everything here is a
+pure function of the text: a rebuild masks exactly as the live run did.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from domain.context import Item
+from domain.policy import Policy
+from domain.working_context import tokens_of
+
+# (kind, pattern); the first group, if any, is kept (a "Bearer " prefix).
+PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("private_key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?"
+                               r"-----END [A-Z0-9 ]*PRIVATE KEY-----", re.DOTALL)),
+    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{16,}")),
+    ("openai_key", re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}")),
+    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("github_token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
+    ("github_token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{30,}")),
+    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    ("bearer_token", re.compile(r"(\bBearer\s+)[A-Za-z0-9\-._~+/]{16,}=*", re.IGNORECASE)),
+)  # fmt: skip
+# Block fields that are not text a person pasted: image and document bytes, signatures.
+_OPAQUE = frozenset({"data", "signature"})
+
+
+def mask(text: str) -> tuple[str, list[str]]:
+    """``text`` with every secret replaced by ``[REDACTED:kind]``, and the kinds found."""
+    found: list[str] = []
+    for kind, pattern in PATTERNS:
+
+        def replace(match: re.Match[str], kind: str = kind) -> str:
+            found.append(kind)
+            return f"{match.group(1) if match.re.groups else ''}[REDACTED:{kind}]"
+
+        text = pattern.sub(replace, text)
+    return text, found
+
+
+def mask_json(value: Any, found: list[str] | None = None) -> tuple[Any, list[str]]:
+    """Every string inside ``value`` masked (opaque block fields left alone)."""
+    found = [] if found is None else found
+    if isinstance(value, str):
+        text, kinds = mask(value)
+        found += kinds
+        return text, found
+    if isinstance(value, list):
+        return [mask_json(v, found)[0] for v in value], found
+    if isinstance(value, dict):
+        block = "type" in value  # a content block (or its source): its bytes are not text
+        return {k: v if block and k in _OPAQUE else mask_json(v, found)[0]
+                for k, v in value.items()}, found  # fmt: skip
+    return value, found
+
+
+def redact_item(item: Item, policy: Policy) -> str | None:
+    """Mask a new item's secrets in place; the audit inputs if any were masked."""
+    if not policy.redact_secrets:
+        return None
+    rendered, found = mask(item.rendered)
+    call = item.call
+    if call is not None:
+        call, more = mask(call)
+        found += more
+    blocks = item.blocks
+    if blocks is not None:
+        blocks, more = mask_json(blocks)
+        found += more
+    if not found:
+        return None
+    item.call, item.blocks = call, blocks
+    item.rendered = rendered
+    item.tokens = tokens_of(item, policy)
+    kinds = sorted(set(found))
+    return f"masked {len(found)} secret{'s' if len(found) > 1 else ''}: {', '.join(kinds)}"

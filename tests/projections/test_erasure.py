@@ -1,0 +1,110 @@
+"""Erasure and the projection: tombstones, nested copies, and rebuild == live.
+
+C attaches B, which had attached A; C summarizes what it holds (so its
+summary quotes A through B's copy).  Erasing A must tombstone B's attach,
+C's copy of it and C's summary, and a rebuild from the remaining events
+must give the live tables byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from domain.errors import SessionNotFound
+from projections.rebuild import rebuild_and_compare
+from service.erasure import Eraser
+from service.runtime import Runtime
+from tests.conftest import immediate_policy
+
+
+@pytest.fixture
+def rt(store_url: str) -> Iterator[Runtime]:
+    runtime = Runtime(store_url, policy=immediate_policy(tail_turns=1))
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+def _turns(rt: Runtime, sid: Any, text: str, count: int) -> None:
+    for i in range(count):
+        rt.execute("append_node", sid, role="user", input=f"{text} asks {i}")
+        rt.execute("append_node", sid, role="assistant", output=f"{text} answers {i}")
+
+
+def test_nested_copies_and_their_summaries_become_tombstones(rt: Runtime, store_url: str) -> None:
+    marker = "NESTED" + secrets.token_hex(10)
+    a, _ = rt.execute("start_session", "A")
+    _turns(rt, a, marker, 3)
+    b, _ = rt.execute("start_session", "B")
+    rt.execute("append_node", b, role="user", input="b starts")
+    rt.execute("attach", b, a)
+    _turns(rt, b, "b", 1)
+    c, _ = rt.execute("start_session", "C")
+    rt.execute("append_node", c, role="user", input="c starts")
+    rt.execute("attach", c, b)
+    _turns(rt, c, "c", 5)
+    summary = rt.compact(str(c))
+    d, _ = rt.execute("start_session", "D (untouched)")
+    _turns(rt, d, "d", 2)
+    untouched = json.dumps(rt.rendered(str(d)))
+    assert marker in json.dumps(rt.head_commit(str(c)))
+
+    erased = Eraser(rt).erase(str(a), "test")
+    assert erased["referrers"] == sorted([str(b), str(c)])
+    assert erased["tombstoned"] == [{"session_id": str(c), "summary_id": summary["summary_id"]}]
+    for sid in (b, c):
+        shown = json.dumps(rt.head_commit(str(sid)))
+        assert marker not in shown and f"from session {a} was erased" in shown
+    assert "[Summary erased:" in json.dumps(rt.head_commit(str(c)))
+    assert json.dumps(rt.rendered(str(d))) == untouched
+    _turns(rt, c, "c again", 1)
+    assert rebuild_and_compare(store_url)["identical"] is True
+
+
+def test_erasing_the_newest_events_keeps_later_writes_projected(
+    rt: Runtime, store_url: str
+) -> None:
+    """The erased events were the log's last: new events must still reach the projection."""
+    keep, _ = rt.execute("start_session", "keep")
+    _turns(rt, keep, "keep", 1)
+    gone, _ = rt.execute("start_session", "gone")
+    _turns(rt, gone, "gone", 2)
+    Eraser(rt).erase(str(gone), "test")
+    rt.execute("append_node", keep, role="user", input="after")
+    assert rt.branch_nodes(str(keep))["nodes"][-1]["input"] == "after"
+    other = Runtime(store_url, policy=immediate_policy(tail_turns=1))
+    try:  # a second process reads the same
+        assert other.branch_nodes(str(keep))["nodes"][-1]["input"] == "after"
+    finally:
+        other.close()
+    assert rebuild_and_compare(store_url)["identical"] is True
+
+
+def test_another_process_forgets_the_erased_session(rt: Runtime, store_url: str) -> None:
+    """A second process that had the session in memory serves and stores none of it afterwards."""
+    marker = "OTHER" + secrets.token_hex(10)
+    a, _ = rt.execute("start_session", "A")
+    _turns(rt, a, marker, 2)
+    b, _ = rt.execute("start_session", "B")
+    rt.execute("append_node", b, role="user", input="b starts")
+    rt.execute("attach", b, a)
+    other = Runtime(store_url, policy=immediate_policy(tail_turns=1))
+    try:
+        assert marker in json.dumps(other.rendered(str(b)))  # cached there
+        other.app.session(str(a))  # and the aggregate too
+        Eraser(rt).erase(str(a), "test")
+        with pytest.raises(SessionNotFound):
+            other.execute("append_node", a, role="user", input=f"{marker} again")
+        with pytest.raises(SessionNotFound):
+            other.rendered(str(a))
+        assert marker not in json.dumps(other.rendered(str(b)))
+        assert marker not in json.dumps(other.head_commit(str(b)))
+    finally:
+        other.close()
+    assert rebuild_and_compare(store_url)["identical"] is True
