@@ -62,6 +62,8 @@ def call(client: TestClient, ep: Endpoint, ids: Ids, key: str | None) -> httpx.R
     if ep.method == "GET":
         params = {"once": "1"} if path.endswith("/stream") else {}
         return client.get(path, params=params, headers=headers)
+    if ep.method == "DELETE":
+        return client.delete(path, headers=headers)
     return client.post(path, json=body(ep, ids), headers=headers)
 
 
