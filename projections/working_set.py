@@ -24,12 +24,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
+from domain.store_config import WORKING_SET
 from projections.records import CommitMeta, NodeRow
 
 K = TypeVar("K")
 V = TypeVar("V")
 
-DEFAULT_BUDGET = 200_000  # nodes held before the least recently used sessions go
+DEFAULT_BUDGET = WORKING_SET  # nodes held before the least recently used sessions go
 
 
 class LazyDict(dict[K, V]):
