@@ -134,22 +134,16 @@ class WorkingSet:
             self.loaded[session_id] += 1
 
     def fault_node(self, node_id: object) -> bool:
-        if not isinstance(node_id, str) or self._loading:
-            return False
-        session_id = self.source.session_of_node(node_id)
-        if session_id is None or session_id in self.loaded:
-            return False
-        self.ensure(session_id)
-        return True
+        return self._fault_via(self.source.session_of_node, node_id)
 
     def fault_commit(self, commit_id: object) -> bool:
-        if not isinstance(commit_id, str) or self._loading:
+        return self._fault_via(self.source.session_of_commit, commit_id)
+
+    def _fault_via(self, owner: Callable[[str], str | None], key: object) -> bool:
+        """Load the session ``owner`` says holds ``key`` (whether anything came in)."""
+        if not isinstance(key, str) or self._loading:
             return False
-        session_id = self.source.session_of_commit(commit_id)
-        if session_id is None or session_id in self.loaded:
-            return False
-        self.ensure(session_id)
-        return True
+        return self.fault_session(owner(key))
 
     def fault_session(self, session_id: object) -> bool:
         if not isinstance(session_id, str) or session_id in self.loaded or self._loading:

@@ -29,7 +29,7 @@ from domain.application import CtxStore
 from domain.errors import DomainError
 from domain.session import Session
 from projections.context_commit import commit_id_for
-from scripts.transcript import TranscriptError
+from scripts.transcript import TranscriptError, at_line
 
 JSON = dict[str, Any]
 EXPORT_KEYS = frozenset({"seq", "type", "timestamp", "data"})
@@ -159,7 +159,7 @@ def import_export(app: CtxStore, records: list[JSON], tenant: str | None = None)
             try:
                 replayer.run(record)
             except DomainError as exc:
-                raise _at_line(exc, record["line"]) from None
+                raise at_line(exc, record["line"]) from None
         if agg.version != len(records):
             raise TranscriptError(f"the export has {len(records)} events but replaying them "
                                   f"made {agg.version}")  # fmt: skip
@@ -174,12 +174,5 @@ def import_export(app: CtxStore, records: list[JSON], tenant: str | None = None)
         if "line" in exc.details:
             raise
         lines = {r["data"].get("node_id"): r["line"] for r in rest}
-        raise _at_line(exc, lines.get(exc.details.get("node_id"), head["line"])) from None
+        raise at_line(exc, lines.get(exc.details.get("node_id"), head["line"])) from None
     return sid
-
-
-def _at_line(exc: DomainError, line: int) -> DomainError:
-    exc.message = f"line {line}: {exc.message}"
-    exc.args = (exc.message,)
-    exc.details = {**exc.details, "line": line}
-    return exc

@@ -284,7 +284,7 @@ def import_transcript(
             try:
                 commands[step.type](step.fields, step.at)
             except DomainError as exc:
-                raise _at_line(exc, step.line) from None
+                raise at_line(exc, step.line) from None
             if after is not None:
                 after(agg, COMMAND_OF[step.type])
             if progress is not None:
@@ -299,11 +299,11 @@ def import_transcript(
             raise
         # The session line itself, or the one write: a node id another session holds.
         lines = {s.fields.get("id"): s.line for s in rest if s.fields.get("id")}
-        raise _at_line(exc, lines.get(exc.details.get("node_id"), head.line)) from None
+        raise at_line(exc, lines.get(exc.details.get("node_id"), head.line)) from None
     return sid
 
 
-def _at_line(exc: DomainError, line: int) -> DomainError:
+def at_line(exc: DomainError, line: int) -> DomainError:
     """The same refusal (same class and code), its message prefixed with the line."""
     exc.message = f"line {line}: {exc.message}"
     exc.args = (exc.message,)
