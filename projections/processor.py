@@ -19,6 +19,7 @@ from domain.application import CtxStore
 from domain.erasure import ERASURE_TOPIC
 from domain.policy import Policy
 from projections import tables as t
+from projections.notification_reads import select_notifications
 from projections.projector import Projector
 from projections.records import NodeRow, Outbox, SessionRow
 from projections.session_rows import SessionRows
@@ -86,7 +87,7 @@ class Processor:
                         self.rows.conn = conn  # the working set reads what the batch sees
                     self._refresh_policies(conn)  # another process may have recorded rules
                     projector = self._synced(conn, position)
-                    notes = self.app.recorder.select_notifications(start=position + 1, limit=page)
+                    notes = select_notifications(self.app.recorder, conn, position + 1, page)
                     if not notes:
                         if self.rows is not None:
                             self.rows.conn = None
@@ -134,7 +135,8 @@ class Processor:
 
     def _synced(self, conn: Any, position: int) -> Projector:
         projector = self.projector
-        if projector is None or projector.position > position or self._erased(projector, position):
+        if (projector is None or projector.position > position
+                or self._erased(projector, position, conn)):  # fmt: skip
             projector = Projector(self.policy_at, self.store.commit_rows, self.rows, self.budget)
             projector.position = 0
         if projector.position < position:
@@ -143,7 +145,7 @@ class Processor:
         self.projector = projector
         return projector
 
-    def _erased(self, projector: Projector, position: int) -> bool:
+    def _erased(self, projector: Projector, position: int, conn: Any) -> bool:
         """Whether another process erased a session since ``projector`` last caught up.
 
         An erasure rewrites the projection tables below its own position too
@@ -152,8 +154,13 @@ class Processor:
         """
         if projector.position >= position:
             return False
-        found = self.app.recorder.select_notifications(
-            start=projector.position + 1, limit=1, stop=position, topics=[ERASURE_TOPIC]
+        found = select_notifications(
+            self.app.recorder,
+            conn,
+            projector.position + 1,
+            1,
+            stop=position,
+            topics=[ERASURE_TOPIC],
         )
         if found:
             self.resets += 1

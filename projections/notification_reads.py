@@ -1,0 +1,51 @@
+"""Reading the notification log inside a projection batch, on the batch's own connection.
+
+A batch holds SQLite's write lock from its first statement.  eventsourcing's
+SQLite recorder hands out its connections through a pool whose requests
+queue in arrival order, and whose one writer may at that moment be a
+command waiting for the very lock the batch holds: asking that pool for a
+reader from inside the batch closes a cycle (batch -> pool queue -> writer
+-> SQLite lock -> batch) that only the five-second busy timeout breaks, and
+the command that timed out is answered 503 although another one may have
+been stored.  On SQLite the batch therefore reads the log itself, through
+the connection it already holds, the way the recorder would (same rows,
+same order).  PostgreSQL's recorder has no single writer and its insert
+lock does not block readers, so it keeps the recorder's own read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import Notification
+from sqlalchemy import text
+
+
+def select_notifications(recorder: Any, conn: Any, start: int, limit: int,
+                         stop: int | None = None, topics: Sequence[str] = ()
+                         ) -> list[Notification]:  # fmt: skip
+    """Notifications from ``start`` (inclusive) up to ``stop``, at most ``limit``."""
+    if conn.dialect.name != "sqlite":
+        return list(recorder.select_notifications(start=start, limit=limit, stop=stop,
+                                                  topics=topics))  # fmt: skip
+    clauses = ["rowid >= :start"]
+    params: dict[str, Any] = {"start": start, "limit": limit}
+    if stop is not None:
+        clauses.append("rowid <= :stop")
+        params["stop"] = stop
+    if topics:
+        names = [f"t{i}" for i in range(len(topics))]
+        clauses.append(f"topic IN ({', '.join(':' + n for n in names)})")
+        params.update(zip(names, topics, strict=True))
+    table = recorder.events_table_name
+    statement = text(
+        "SELECT rowid, originator_id, originator_version, topic, state "
+        f"FROM {table} WHERE {' AND '.join(clauses)} ORDER BY rowid LIMIT :limit"
+    )
+    return [
+        Notification(id=row[0], originator_id=UUID(row[1]), originator_version=row[2],
+                     topic=row[3], state=bytes(row[4]))
+        for row in conn.execute(statement, params)
+    ]  # fmt: skip
