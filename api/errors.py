@@ -2,7 +2,7 @@
 
 | cause                                  | status | code                     |
 | -------------------------------------- | ------ | ------------------------ |
-| ``DomainError`` (refusal)              | its own (4xx) | its ``code``      |
+| ``DomainError`` (refusal)              | ``STATUS`` | its ``code``         |
 | body is not JSON                       | 400    | ``malformed_json``       |
 | body repeats a key in one object       | 400    | ``duplicate_key``        |
 | body/query fails its schema            | 422    | ``invalid_request``      |
@@ -30,6 +30,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from domain import errors as domain_errors
 from domain.errors import DomainError, WriteContention
 from domain.summarizer import SummarizerError
 from projections.store import DATABASE_ERRORS, database_error_line
@@ -43,6 +44,28 @@ HTTP_CODES = {
     413: "too_large",
     415: "unsupported_media_type",
 }
+
+
+# A refusal's HTTP status, by class: the nearest class in the refusal's MRO
+# wins (``SessionNotFound`` is a ``NotFound``), and a refusal named nowhere
+# here is a 422. The domain keeps only the machine code.
+STATUS: dict[type[DomainError], int] = {
+    domain_errors.NotFound: 404,
+    domain_errors.DuplicateNode: 409,
+    domain_errors.AgentRunning: 409,
+    domain_errors.AgentNotRunning: 409,
+    domain_errors.StaleVersion: 409,
+    domain_errors.NothingToCompact: 409,
+    domain_errors.InvalidIdempotencyKey: 400,
+}
+
+
+def status_for(refusal: type[DomainError]) -> int:
+    """The HTTP status of a refusal class (422 unless ``STATUS`` says otherwise)."""
+    for cls in refusal.__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 422
 
 
 class MalformedJSON(Exception):
@@ -78,8 +101,7 @@ def _jsonable(value: Any) -> Any:
 
 async def domain_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DomainError)
-    status = exc.status if 400 <= exc.status < 500 else 422
-    return error_response(status, exc.code, exc.message, _jsonable(exc.details))
+    return error_response(status_for(type(exc)), exc.code, exc.message, _jsonable(exc.details))
 
 
 async def malformed_json(request: Request, exc: Exception) -> Response:

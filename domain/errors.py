@@ -1,8 +1,9 @@
 """Domain refusals, each with a stable machine-readable code.
 
-The API maps ``DomainError.status`` straight to an HTTP status, so a refusal
-raised anywhere below the API reaches the client with the same code the
-tests assert on.
+A refusal carries a machine code and a message only: the domain knows no
+transport. ``api.errors.STATUS`` maps each class to its HTTP status, so a
+refusal raised anywhere below the API reaches the client with the same code
+the tests assert on.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ class DomainError(Exception):
     """A command the domain refuses; nothing has been stored when raised."""
 
     code: str = "domain_error"
-    status: int = 422
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -24,7 +24,6 @@ class DomainError(Exception):
 
 class NotFound(DomainError):
     code = "not_found"
-    status = 404
 
 
 class SessionNotFound(NotFound):
@@ -47,24 +46,20 @@ class CycleRefused(DomainError):
 
 class DuplicateNode(DomainError):
     code = "duplicate_node"
-    status = 409
 
 
 class AgentRunning(DomainError):
     code = "agent_running"
-    status = 409
 
 
 class AgentNotRunning(DomainError):
     code = "agent_not_running"
-    status = 409
 
 
 class StaleVersion(DomainError):
     """Optimistic concurrency: the caller saw an older version of the session."""
 
     code = "stale_version"
-    status = 409
 
 
 class InvalidCommand(DomainError):
@@ -77,12 +72,10 @@ class MergeRefused(DomainError):
 
 class NothingToCompact(DomainError):
     code = "nothing_to_compact"
-    status = 409
 
 
 class InvalidIdempotencyKey(DomainError):
     code = "invalid_idempotency_key"
-    status = 400
 
 
 class IdempotencyKeyReused(DomainError):

@@ -62,14 +62,12 @@ class TranscriptError(DomainError):
     """A transcript line that cannot be read or that the domain refuses."""
 
     code = "bad_transcript"
-    status = 400
 
 
 class BadFile(DomainError):
     """The transcript file itself cannot be opened."""
 
     code = "bad_file"
-    status = 400
 
 
 STR, INT, LIST, DICT, ANY = "a string", "an integer", "a list of strings", "an object", "any"
