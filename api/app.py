@@ -1,13 +1,13 @@
 """The Starlette application.
 
-``create_app(runtime)`` serves an existing runtime (the caller closes it);
-``create_app()`` opens one on ``CTXSTORE_DATABASE_URL`` and closes it at
-shutdown, which is what ``uvicorn api.app:create_app --factory`` uses.
+``create_app(runtime)`` serves an existing runtime (the caller closes it,
+unless ``close_runtime``); ``create_app()`` is ``api.bootstrap.bootstrap()``:
+settings loaded once from the environment, a runtime opened on them and
+closed at shutdown (``uvicorn api.app:create_app --factory`` still works).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -58,13 +58,16 @@ def create_app(
     *,
     limits: Limits | None = None,
     browser: BrowserSafety | None = None,
+    close_runtime: bool = False,
 ) -> Starlette:
     """Settings left out are read from the environment (README, *Configuration*)."""
-    owned = runtime is None
+    if runtime is None:
+        from api.bootstrap import bootstrap  # it builds the app with this function
+
+        return bootstrap()
+    owned = close_runtime
     limits = limits or Limits.from_env()
     browser = browser or BrowserSafety.from_env()
-    if runtime is None:
-        runtime = Runtime(os.environ.get("CTXSTORE_DATABASE_URL"))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

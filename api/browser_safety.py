@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from starlette.datastructures import Headers
@@ -48,14 +48,15 @@ class BrowserSafety:
     cors_origins: tuple[str, ...] = field(default_factory=tuple)
 
     @classmethod
-    def from_env(cls) -> BrowserSafety:
-        hosts = os.environ.get("CTXSTORE_ALLOWED_HOSTS", "").strip()
+    def from_env(cls, env: Mapping[str, str] | None = None) -> BrowserSafety:
+        """``CTXSTORE_ALLOWED_HOSTS``, ``_BIND_HOST``, ``_CORS_ORIGINS`` from ``env``
+        (``Settings.env``; ``os.environ`` if None)."""
+        env = os.environ if env is None else env
+        hosts = env.get("CTXSTORE_ALLOWED_HOSTS", "").strip()
         return cls(
             allowed_hosts=_split(hosts) if hosts else None,
-            bind_host=os.environ.get("CTXSTORE_BIND_HOST", "").strip().lower(),
-            cors_origins=tuple(
-                o.rstrip("/") for o in _split(os.environ.get("CTXSTORE_CORS_ORIGINS", ""))
-            ),
+            bind_host=env.get("CTXSTORE_BIND_HOST", "").strip().lower(),
+            cors_origins=tuple(o.rstrip("/") for o in _split(env.get("CTXSTORE_CORS_ORIGINS", ""))),
         )
 
     def host_allowed(self, host: str) -> bool:

@@ -18,6 +18,7 @@ import json
 import os
 import time
 from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
@@ -42,25 +43,27 @@ class Limits:
     stream_poll: float = 0.25
 
     @classmethod
-    def from_env(cls) -> Limits:
-        """The defaults, overridden by ``CTXSTORE_*`` variables; a bad value stops start-up."""
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Limits:
+        """The defaults, overridden by ``CTXSTORE_*`` variables in ``env`` (``Settings.env``;
+        ``os.environ`` if None); a bad value stops start-up."""
+        env = os.environ if env is None else env
         return cls(
-            max_body_bytes=_env("CTXSTORE_MAX_BODY_BYTES", cls.max_body_bytes, int),
-            max_node_bytes=_env("CTXSTORE_MAX_NODE_BYTES", cls.max_node_bytes, int),
-            max_json_depth=_env("CTXSTORE_MAX_JSON_DEPTH", cls.max_json_depth, int),
-            body_timeout=_env("CTXSTORE_BODY_TIMEOUT", cls.body_timeout, float),
+            max_body_bytes=_env(env, "CTXSTORE_MAX_BODY_BYTES", cls.max_body_bytes, int),
+            max_node_bytes=_env(env, "CTXSTORE_MAX_NODE_BYTES", cls.max_node_bytes, int),
+            max_json_depth=_env(env, "CTXSTORE_MAX_JSON_DEPTH", cls.max_json_depth, int),
+            body_timeout=_env(env, "CTXSTORE_BODY_TIMEOUT", cls.body_timeout, float),
             max_requests_per_client=_env(
-                "CTXSTORE_MAX_REQUESTS_PER_CLIENT", cls.max_requests_per_client, int
+                env, "CTXSTORE_MAX_REQUESTS_PER_CLIENT", cls.max_requests_per_client, int
             ),
             max_streams_per_client=_env(
-                "CTXSTORE_MAX_STREAMS_PER_CLIENT", cls.max_streams_per_client, int
+                env, "CTXSTORE_MAX_STREAMS_PER_CLIENT", cls.max_streams_per_client, int
             ),
-            stream_poll=_env("CTXSTORE_STREAM_POLL", cls.stream_poll, float),
+            stream_poll=_env(env, "CTXSTORE_STREAM_POLL", cls.stream_poll, float),
         )
 
 
-def _env(name: str, default: Any, kind: type) -> Any:
-    raw = os.environ.get(name, "").strip()
+def _env(env: Mapping[str, str], name: str, default: Any, kind: type) -> Any:
+    raw = env.get(name, "").strip()
     if not raw:
         return default
     try:

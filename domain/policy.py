@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -169,8 +170,9 @@ class Policy:
         return replace(cls(), **raw)
 
     @classmethod
-    def from_env(cls) -> Policy:
-        text = os.environ.get("CTXSTORE_POLICY")
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Policy:
+        """``CTXSTORE_POLICY`` from ``env`` (``os.environ`` if None), or the defaults."""
+        text = (os.environ if env is None else env).get("CTXSTORE_POLICY")
         return cls.from_json(text) if text else cls()
 
 

@@ -14,7 +14,37 @@ from typing import Any
 
 from domain.content_blocks import extra_tokens
 
-ENCODING = os.environ.get("CTXSTORE_ENCODING", "o200k_base")
+DEFAULT_ENCODING = "o200k_base"
+_chosen: str | None = None  # set by ``configure`` (bootstrap), else read at first use
+_folder: str | None = None  # likewise the tiktoken cache folder
+
+
+def encoding() -> str:
+    """The tiktoken encoding in use: ``configure``'s, else ``CTXSTORE_ENCODING``.
+
+    Read when first needed, not at import: ``bootstrap`` configures it from
+    ``Settings`` before anything counts.
+    """
+    global _chosen
+    if _chosen is None:
+        _chosen = os.environ.get("CTXSTORE_ENCODING", DEFAULT_ENCODING)
+    return _chosen
+
+
+def configure(encoding_name: str, cache_dir: str | None = None) -> None:
+    """Count with ``encoding_name``, loaded from ``cache_dir``, from now on (``Settings``)."""
+    global _chosen, _folder
+    if (encoding_name, cache_dir) != (_chosen, _folder):
+        _chosen, _folder = encoding_name, cache_dir
+        _encoder.cache_clear()
+        count_tokens.cache_clear()
+
+
+def __getattr__(name: str) -> Any:
+    # ``ENCODING`` stays importable, without an import-time environment read.
+    if name == "ENCODING":
+        return encoding()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class TokenizerUnavailable(RuntimeError):
@@ -23,17 +53,18 @@ class TokenizerUnavailable(RuntimeError):
 
 @functools.lru_cache(maxsize=1)
 def _encoder() -> object:
-    own = os.environ.get("CTXSTORE_TIKTOKEN_CACHE_DIR")
+    # tiktoken reads its folder from the environment only: the one variable set here.
+    own = _folder or os.environ.get("CTXSTORE_TIKTOKEN_CACHE_DIR")
     if own and not os.environ.get("TIKTOKEN_CACHE_DIR"):
         os.environ["TIKTOKEN_CACHE_DIR"] = own
     resolve_cache_dir()
     try:
         import tiktoken
 
-        return tiktoken.get_encoding(ENCODING)
+        return tiktoken.get_encoding(encoding())
     except Exception as exc:  # network errors, missing files, bad hashes
         raise TokenizerUnavailable(
-            f"could not load the tiktoken encoding {ENCODING!r} ({exc.__class__.__name__}: "
+            f"could not load the tiktoken encoding {encoding()!r} ({exc.__class__.__name__}: "
             f"{exc}). Set TIKTOKEN_CACHE_DIR to a folder holding the encoding files, "
             "e.g. export TIKTOKEN_CACHE_DIR=../shared/tiktoken"
         ) from exc
@@ -79,7 +110,7 @@ def node_token_counts(text: str, call: str | None, blocks: Any = None) -> TokenC
     documents, thinking: ``domain.content_blocks.extra_tokens``).
     """
     count = count_tokens.__wrapped__
-    counts: TokenCounts = {"encoding": ENCODING, "text": count(text),
+    counts: TokenCounts = {"encoding": encoding(), "text": count(text),
                            "call": count(call) if call else 0}  # fmt: skip
     if blocks:
         counts["extra"] = extra_tokens(blocks, count)
@@ -115,7 +146,7 @@ def node_item_tokens(
     for the same tokenizer; the recorded numbers also keep a rebuild from
     drifting when the tokenizer library changes.
     """
-    if counts is None or counts.get("encoding") != ENCODING:
+    if counts is None or counts.get("encoding") != encoding():
         return item_tokens(text, call, name) + blocks_tokens(blocks)
     recorded: int = counts["text"] + counts["call"] + counts.get("extra", 0)
     return MESSAGE_OVERHEAD + recorded + (count_tokens(name) if name else 0)

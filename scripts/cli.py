@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventsourcing import persistence as es_persistence
 from sqlalchemy import exc as sa_exc
@@ -50,6 +50,10 @@ from projections.store import DATABASE_ERRORS, database_error_line
 from scripts import demo, transcript
 from scripts.progress import Progress
 from service.event_json import export_line
+from service.settings import Settings
+
+if TYPE_CHECKING:
+    from service.runtime import Runtime
 
 # Any other error a database reports (sqlite3's, SQLAlchemy's, eventsourcing's).
 STORE_ERRORS = (sqlite3.DatabaseError, sa_exc.DatabaseError, es_persistence.DatabaseError)
@@ -73,6 +77,23 @@ def _url(args: argparse.Namespace) -> str:
     except ValueError as exc:
         raise Failed("bad_database_url", str(exc)) from None
     return url
+
+
+def _settings() -> Settings:
+    """Every setting, read once per command; a bad value is ``invalid_setting``."""
+    try:
+        return Settings.from_env()
+    except InvalidPolicy:
+        raise  # main() reports it as invalid_policy, as before
+    except ValueError as exc:
+        raise Failed("invalid_setting", str(exc)) from None
+
+
+def _runtime(args: argparse.Namespace) -> Runtime:
+    """A runtime wired from the settings (``service.bootstrap``) on the chosen database."""
+    from service.bootstrap import open_runtime  # export and replay never load the projections
+
+    return open_runtime(_settings(), _url(args))
 
 
 def _app(args: argparse.Namespace) -> CtxStore:
@@ -217,9 +238,7 @@ def _replay_render(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from service.runtime import Runtime  # export and replay never load the projections
-
-    runtime = Runtime(_url(args))
+    runtime = _runtime(args)
     stopping: list[int] = []
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -315,9 +334,8 @@ def _auth_note(url: str, host: str) -> None:
 
 def cmd_erase(args: argparse.Namespace) -> int:
     from service.erasure import Eraser
-    from service.runtime import Runtime
 
-    runtime = Runtime(_url(args))
+    runtime = _runtime(args)
     try:
         _print_json(Eraser(runtime).erase(args.session_id, args.by))
     finally:
@@ -331,16 +349,17 @@ def _serve(url: str, host: str, port: int, workers: int) -> int:
     from domain.tokens import check_tokenizer
 
     check_tokenizer()  # fail here, with the fix spelled out, not inside a worker
-    Policy.from_env()  # likewise a bad CTXSTORE_POLICY
+    settings = _settings()  # likewise a bad CTXSTORE_POLICY or summarizer
     try:
-        Limits.from_env()  # and a bad limit
+        Limits.from_env(settings.env)  # and a bad limit
     except ValueError as exc:
         raise Failed("invalid_setting", str(exc)) from None
     _migrate(url)
     _auth_note(url, host)
     os.environ["CTXSTORE_DATABASE_URL"] = url  # uvicorn workers build the app from env
     os.environ["CTXSTORE_BIND_HOST"] = host  # a Host header the server answers (api.browser_safety)
-    uvicorn.run("api.app:create_app", factory=True, host=host, port=port, workers=workers,
+    # Workers are separate processes: each runs bootstrap(), which reads the settings once.
+    uvicorn.run("api.bootstrap:bootstrap", factory=True, host=host, port=port, workers=workers,
                 **uvicorn_limits())  # fmt: skip
     return 0
 
