@@ -23,6 +23,7 @@ from api import schemas as s
 from api.auth import tenant_of
 from api.idempotency import idempotent
 from api.openapi import Endpoint
+from domain import commands as c
 from service.runtime import Runtime
 
 
@@ -31,14 +32,15 @@ def _runtime(request: Request) -> Runtime:
     return runtime
 
 
-async def _execute(request: Request, command: str, *args: Any, **kwargs: Any) -> Any:
+async def _execute(request: Request, command: c.Command) -> Any:
     """``runtime.run`` in a worker thread: every runtime call blocks on SQL.
 
-    The caller's tenant goes with every command (``api.auth``).
+    The caller's tenant goes with every command (``api.auth``), whatever the
+    route built.
     """
-    done = await run_in_threadpool(_runtime(request).run, command, *args,
-                                   idempotency=getattr(request.state, "idempotency", None),
-                                   tenant=tenant_of(request), **kwargs)  # fmt: skip
+    command = replace(command, tenant=tenant_of(request))  # type: ignore[call-arg]
+    pending = getattr(request.state, "idempotency", None)
+    done = await run_in_threadpool(_runtime(request).run, command, idempotency=pending)
     request.state.follow_up = done.follow_up
     return done.result
 
@@ -59,14 +61,14 @@ def _args(body: BaseModel, *drop: str) -> dict[str, Any]:
 
 async def start_session(request: Request) -> Response:
     body = await s.parse_body(request, s.StartSession)
-    session_id, version = await _execute(request, "start_session", **_args(body))
+    session_id, version = await _execute(request, c.StartSession(**_args(body)))
     return _reply(request, 201, session_id, version)
 
 
 async def append_node(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.AppendNode)
-    node_id, version = await _execute(request, "append_node", sid, **_args(body))
+    node_id, version = await _execute(request, c.AppendNode.build(session_id=sid, **_args(body)))
     return _reply(request, 201, sid, version, node_id=node_id)
 
 
@@ -74,16 +76,16 @@ async def append_batch(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.AppendBatch)
     nodes = [node.model_dump(exclude_none=True) for node in body.nodes]
-    node_ids, version = await _execute(request, "append_nodes", sid, nodes=nodes,
-                                       **_args(body, "nodes"))  # fmt: skip
+    node_ids, version = await _execute(request, c.AppendNodes(session_id=sid, nodes=nodes,
+                                                      **_args(body, "nodes")))  # fmt: skip
     return _reply(request, 201, sid, version, node_ids=node_ids)
 
 
 async def add_sibling(request: Request, kind: str) -> Response:
     sid, nid = request.path_params["sid"], request.path_params["nid"]
     body = await s.parse_body(request, s.AddSibling)
-    node_id, version = await _execute(request, "add_sibling", sid, of=nid, kind=kind,
-                                      **_args(body))  # fmt: skip
+    command = c.AddSibling.build(session_id=sid, of=nid, kind=kind, **_args(body))
+    node_id, version = await _execute(request, command)
     return _reply(request, 201, sid, version, node_id=node_id, sibling_of=nid, kind=kind)
 
 
@@ -98,14 +100,14 @@ async def edit(request: Request) -> Response:
 async def checkout(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Checkout)
-    head, version = await _execute(request, "checkout", sid, **_args(body))
+    head, version = await _execute(request, c.Checkout(session_id=sid, **_args(body)))
     return _reply(request, 200, sid, version, head=head)
 
 
 async def branch(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Branch)
-    new_id, version = await _execute(request, "branch", sid, **_args(body))
+    new_id, version = await _execute(request, c.Branch(source_session=sid, **_args(body)))
     return _reply(request, 201, new_id, version,
                   branched_from={"session_id": sid, "node_id": body.node_id})  # fmt: skip
 
@@ -113,65 +115,65 @@ async def branch(request: Request) -> Response:
 async def pin(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.NodeRef)
-    _, version = await _execute(request, "pin", sid, **_args(body))
+    _, version = await _execute(request, c.Pin(session_id=sid, **_args(body)))
     return _reply(request, 200, sid, version, node_id=body.node_id, pinned=True)
 
 
 async def unpin(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.NodeRef)
-    _, version = await _execute(request, "unpin", sid, **_args(body))
+    _, version = await _execute(request, c.Unpin(session_id=sid, **_args(body)))
     return _reply(request, 200, sid, version, node_id=body.node_id, pinned=False)
 
 
 async def attach(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Attach)
-    node_id, version = await _execute(request, "attach", sid, **_args(body))
+    node_id, version = await _execute(request, c.Attach(session_id=sid, **_args(body)))
     return _reply(request, 201, sid, version, node_id=node_id)
 
 
 async def merge(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Merge)
-    node_id, version = await _execute(request, "merge", sid, **_args(body))
+    node_id, version = await _execute(request, c.Merge(session_id=sid, **_args(body)))
     return _reply(request, 201, sid, version, node_id=node_id)
 
 
 async def usage(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.Usage)
-    total, version = await _execute(request, "measure_usage", sid, **_args(body))
+    total, version = await _execute(request, c.MeasureUsage.build(session_id=sid, **_args(body)))
     return _reply(request, 201, sid, version, request_id=body.request_id, total_used=total)
 
 
 async def start_run(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.StartRun)
-    run_id, version = await _execute(request, "start_run", sid, **_args(body))
+    run_id, version = await _execute(request, c.StartRun(session_id=sid, **_args(body)))
     return _reply(request, 201, sid, version, run_id=run_id)
 
 
 async def finish_run(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.FinishRun)
-    _, version = await _execute(request, "finish_run", sid, **_args(body))
+    _, version = await _execute(request, c.FinishRun(session_id=sid, **_args(body)))
     return _reply(request, 200, sid, version, status=body.status)
 
 
 async def switch_model(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.SwitchModel)
-    _, version = await _execute(request, "switch_model", sid, **_args(body))
+    _, version = await _execute(request, c.SwitchModel(session_id=sid, **_args(body)))
     return _reply(request, 200, sid, version, model=body.model, context_window=body.context_window)
 
 
 async def configure_compaction(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.ConfigureCompaction)
-    _, version = await _execute(request, "configure_compaction", sid,
-                                **body.model_dump(exclude={"expected_version", "at"}),
-                                expected_version=body.expected_version, at=body.at)  # fmt: skip
+    _, version = await _execute(request, c.ConfigureCompaction(
+        session_id=sid, **body.model_dump(exclude={"expected_version", "at"}),
+        expected_version=body.expected_version, at=body.at))  # fmt: skip
     return _reply(request, 200, sid, version, instructions=body.instructions,
                   summarizer_model=body.summarizer_model)  # fmt: skip
 
@@ -180,8 +182,9 @@ async def declare_tools(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await s.parse_body(request, s.DeclareTools)
     tools = [t.model_dump(exclude_none=True) for t in body.tools]
-    _, version = await _execute(request, "declare_tools", sid, tools,
-                                expected_version=body.expected_version, at=body.at)  # fmt: skip
+    _, version = await _execute(request, c.DeclareTools(session_id=sid, tools=tools,
+                                                  expected_version=body.expected_version,
+                                                  at=body.at))  # fmt: skip
     return _reply(request, 200, sid, version, tools=tools)
 
 

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from domain import commands
 from domain.application import CtxStore
 from domain.errors import DomainError
 from domain.session import Session
@@ -246,29 +247,30 @@ def _commands(agg: Session) -> dict[str, Callable[[JSON, datetime], Any]]:
     }
 
 
-# Each line type as the CtxStore command the API runs for it (which decides compaction).
-COMMAND_OF = {
-    "node": "append_node",
-    "retry": "add_sibling",
-    "edit": "add_sibling",
-    "checkout": "checkout",
-    "pin": "pin",
-    "unpin": "unpin",
-    "usage": "measure_usage",
-    "run_start": "start_run",
-    "run_finish": "finish_run",
-    "model": "switch_model",
-    "compaction": "configure_compaction",
+# Each line type as the command type the API runs for it (which decides compaction).
+COMMAND_OF: dict[str, type[commands.Command]] = {
+    "node": commands.AppendNode,
+    "retry": commands.AddSibling,
+    "edit": commands.AddSibling,
+    "checkout": commands.Checkout,
+    "pin": commands.Pin,
+    "unpin": commands.Unpin,
+    "usage": commands.MeasureUsage,
+    "run_start": commands.StartRun,
+    "run_finish": commands.FinishRun,
+    "model": commands.SwitchModel,
+    "compaction": commands.ConfigureCompaction,
 }
 
 
 def import_transcript(
-    app: CtxStore, steps: list[Step], after: Callable[[Session, str], None] | None = None,
+    app: CtxStore, steps: list[Step],
+    after: Callable[[Session, type[commands.Command]], None] | None = None,
     progress: Progress | None = None, tenant: str | None = None,
 ) -> UUID:  # fmt: skip
     """Run the steps as commands on a new session, saved in one write; its id.
 
-    ``after`` runs after each line's command, with the command's name: the
+    ``after`` runs after each line's command, with the command's type: the
     importer compacts there, as the API compacts after each request.
     Nothing is stored unless every line is.  ``progress`` counts the lines run.
     """
@@ -277,7 +279,7 @@ def import_transcript(
     def build(agg: Session) -> None:
         commands = _commands(agg)
         if after is not None:
-            after(agg, "start_session")
+            after(agg, commands.StartSession)
         for step in rest:
             try:
                 commands[step.type](step.fields, step.at)

@@ -12,6 +12,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from domain.commands import (
+    AddSibling,
+    AppendNode,
+    AppendNodes,
+    Attach,
+    Command,
+    DeclareTools,
+    Merge,
+    SwitchModel,
+)
 from domain.context import Item
 from domain.pipeline import SessionLike, forced_request
 from domain.policy import Policy
@@ -19,11 +29,12 @@ from domain.rules.redact import mask
 from domain.rules.summarize import with_item_ids
 from domain.summarizer import Summarizer
 
-# The commands after which the API compacts the new head, if it asks.
-AUTO_COMPACT_AFTER = frozenset(
-    {"append_node", "append_nodes", "add_sibling", "attach", "merge", "switch_model",
-     "declare_tools"}
-)  # fmt: skip
+# The policy: after a command of one of these types (the ones that can grow a
+# context) the API compacts the new head, if it asks; an import does the same
+# after each line of these types (``service.memory_projection``).
+AUTO_COMPACT_AFTER: frozenset[type[Command]] = frozenset(
+    {AppendNode, AppendNodes, AddSibling, Attach, Merge, SwitchModel, DeclareTools}
+)
 
 
 def run_to_fold(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.commands import Command
 from domain.errors import DomainError
 from domain.policy import Policy
 from domain.session import Session
@@ -50,8 +51,8 @@ class ImportCompactor:
         self.summarizer = summarizer
         self.failures = 0  # summaries the summarizer could not give (the API said so too)
 
-    def after(self, agg: Session, command: str) -> None:
-        """Call after each command the import ran on ``agg`` (by its CtxStore name)."""
+    def after(self, agg: Session, command: type[Command]) -> None:
+        """Call after each command the import ran on ``agg`` (by its type)."""
         self.memory.feed(agg)
         if command not in AUTO_COMPACT_AFTER:
             return

@@ -22,8 +22,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from domain import errors
+from domain import commands, errors
 from domain.application import CtxStore
+from domain.commands import Command
 from domain.idempotency import PENDING, IdempotentReplay, Pending, Stored, check_same_request
 from domain.policy import Policy
 from domain.render import render_shape
@@ -88,22 +89,27 @@ class Runtime:
 
     # ------------------------------------------------------------ commands
 
-    def execute(self, command: str, *args: Any, **kwargs: Any) -> Any:
-        """Run ``CtxStore.<command>``, catch up, and compact if the head asks for it."""
+    def execute(self, command: Command | str, *args: Any, **kwargs: Any) -> Any:
+        """Run ``command``, catch up, and compact if the head asks for it."""
         return self.run(command, *args, **kwargs).result
 
-    def run(self, command: str, *args: Any, idempotency: Pending | None = None,
+    def run(self, command: Command | str, *args: Any, idempotency: Pending | None = None,
             **kwargs: Any) -> Executed:  # fmt: skip
-        """``execute``, saying which follow-up failed; with a key, at most once per key."""
-        method = getattr(self.app, command, None)
-        if method is None or command.startswith("_"):
-            raise errors.InvalidCommand(f"unknown command {command!r}")
+        """``execute``, saying which follow-up failed; with a key, at most once per key.
+
+        ``command`` is a ``domain.commands`` object, or a ``CtxStore`` method name
+        with its arguments (``commands.from_call`` builds the object).
+        """
+        if isinstance(command, str):
+            command = commands.from_call(command, *args, **kwargs)
+        elif args or kwargs:
+            raise TypeError("a command object takes no further arguments")
         stored = self._claimed(idempotency)
         if stored is not None:
             return Executed(stored.result, replayed=True)
         token = PENDING.set(idempotency)
         try:
-            result = method(*args, **kwargs)
+            result = commands.handle(self.app, command)
         except IdempotentReplay as won:  # a concurrent retry with this key stored it
             return self._replay(idempotency, won.stored)
         except errors.DomainError:
@@ -124,8 +130,8 @@ class Runtime:
         except Exception as exc:
             done.failed("catch_up", exc)
             return done
-        if self.auto_compact and command in AUTO_COMPACT_AFTER:
-            session_id = str(args[0]) if args else str(kwargs.get("session_id"))
+        if self.auto_compact and type(command) in AUTO_COMPACT_AFTER:
+            session_id = str(getattr(command, "session_id", None))
             try:
                 version = self._auto_compact(session_id)
             except Exception as exc:
