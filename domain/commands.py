@@ -42,7 +42,8 @@ class Command:
         """The command from keyword arguments; those naming no field go to ``rest``."""
         if cls.rest is not None:
             names = {f.name for f in fields(cls)}
-            kwargs[cls.rest] = {k: kwargs.pop(k) for k in list(kwargs) if k not in names}
+            stray = {k: kwargs.pop(k) for k in list(kwargs) if k not in names}
+            kwargs[cls.rest] = {**kwargs.get(cls.rest, {}), **stray}
         return cls(**kwargs)
 
 
@@ -183,14 +184,14 @@ class Merge(Command):
 
 @dataclass(frozen=True, kw_only=True)
 class MeasureUsage(Command):
-    """``usage``: the provider's report (request_id, input_tokens, ..., at)."""
+    """``report``: what the client reported (request_id, usage, input_tokens, ..., at)."""
 
     name = "measure_usage"
-    rest = "usage"
+    rest = "report"
     session_id: SessionId
     expected_version: int | None = None
     tenant: str | None = None
-    usage: Mapping[str, Any] = field(default_factory=dict)
+    report: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -255,7 +256,7 @@ HANDLERS: dict[type[Command], Handler] = {
                                       c.expected_version, c.at, c.tenant),
     Merge: lambda app, c: app.merge(c.session_id, c.peers, c.expected_version, c.at, c.tenant),
     MeasureUsage: lambda app, c: app.measure_usage(c.session_id, c.expected_version, c.tenant,
-                                                   **c.usage),
+                                                   **c.report),
     ConfigureCompaction: lambda app, c: app.configure_compaction(
         c.session_id, c.instructions, c.summarizer_model, c.expected_version, c.at, c.tenant),
     DeclareTools: lambda app, c: app.declare_tools(c.session_id, c.tools, c.expected_version,
