@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 from pydantic import BaseModel
@@ -11,8 +11,10 @@ from pydantic import BaseModel
 from api import responses as m
 from api.client import commands as c
 from api.client import queries as q
+from api.client.command_routes import request_for
 from api.client.request import Request
 from api.client.transport import DEFAULT_URL, SSEParser, base_headers, call_headers, parse
+from domain.commands import Command
 
 P = ParamSpec("P")
 T = TypeVar("T", bound=BaseModel)
@@ -42,6 +44,10 @@ class AsyncClient:
         self._owned = http is None
         self._http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
         self._headers = base_headers(api_key, headers)
+
+    async def run(self, command: Command, *, idempotency_key: str | None = None) -> Any:
+        """Post any ``domain.commands`` object (``api.client.command_routes``)."""
+        return await self.send(request_for(command, idempotency_key))
 
     async def send(self, request: Request[T]) -> T:
         response = await self._http.request(

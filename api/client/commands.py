@@ -1,4 +1,8 @@
-"""Every command route as a request builder (``api.client.request``)."""
+"""Every command route as a request builder (``api.client.request``).
+
+Each builder makes the ``domain.commands`` object the route makes from the
+body, and ``api.client.command_routes.request_for`` posts it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from api import responses as m
-from api.client.request import Request, When, _body, _post, _s, _seg
+from api.client.command_routes import request_for
+from api.client.request import Request, When, _post, _s
+from domain import commands as c
 
 
 def start_session(
@@ -17,15 +23,8 @@ def start_session(
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.SessionCreated]:
-    return _post(
-        "/sessions",
-        m.SessionCreated,
-        idempotency_key,
-        title=title,
-        model=model,
-        context_window=context_window,
-        at=at,
-    )
+    command = c.StartSession(title=title, model=model, context_window=context_window, at=at)
+    return request_for(command, idempotency_key)
 
 
 def append_node(
@@ -45,10 +44,9 @@ def append_node(
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.NodeAdded]:
-    return _post(
-        _s(session_id, "nodes"),
-        m.NodeAdded,
-        idempotency_key,
+    command = c.AppendNode.build(
+        session_id=session_id,
+        expected_version=expected_version,
         role=role,
         input=input,
         output=output,
@@ -59,9 +57,9 @@ def append_node(
         call_id=call_id,
         reads=list(reads) if reads is not None else None,
         metadata=dict(metadata) if metadata is not None else None,
-        expected_version=expected_version,
         at=at,
     )
+    return request_for(command, idempotency_key)
 
 
 def append_nodes(
@@ -74,14 +72,9 @@ def append_nodes(
 ) -> Request[m.BatchAppended]:
     """Several nodes in one atomic command; each is a dict of ``append_node``'s fields
     (or ``sibling_of`` and ``kind`` for a version of a node)."""
-    return _post(
-        _s(session_id, "nodes", "batch"),
-        m.BatchAppended,
-        idempotency_key,
-        nodes=[_body(**node) for node in nodes],
-        expected_version=expected_version,
-        at=at,
-    )
+    command = c.AppendNodes(session_id=session_id, nodes=[dict(node) for node in nodes],
+                            expected_version=expected_version, at=at)  # fmt: skip
+    return request_for(command, idempotency_key)
 
 
 def _version(
@@ -97,18 +90,19 @@ def _version(
     at: When,
     key: str | None,
 ) -> Request[m.VersionAdded]:
-    return _post(
-        _s(session_id, "nodes", _seg(of), kind),
-        m.VersionAdded,
-        key,
+    command = c.AddSibling.build(
+        session_id=session_id,
+        of=of,
+        kind=kind,
+        expected_version=expected_version,
         input=input,
         output=output,
         name=name,
         node_id=node_id,
         metadata=dict(metadata) if metadata is not None else None,
-        expected_version=expected_version,
         at=at,
     )
+    return request_for(command, key)
 
 
 def retry(
@@ -178,15 +172,9 @@ def checkout(
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.CheckedOut]:
-    return _post(
-        _s(session_id, "checkout"),
-        m.CheckedOut,
-        idempotency_key,
-        node_id=node_id,
-        version=version,
-        expected_version=expected_version,
-        at=at,
-    )
+    command = c.Checkout(session_id=session_id, node_id=node_id, version=version,
+                         expected_version=expected_version, at=at)  # fmt: skip
+    return request_for(command, idempotency_key)
 
 
 def branch(
@@ -198,15 +186,9 @@ def branch(
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.Branched]:
-    return _post(
-        _s(session_id, "branch"),
-        m.Branched,
-        idempotency_key,
-        node_id=node_id,
-        title=title,
-        expected_version=expected_version,
-        at=at,
-    )
+    command = c.Branch(source_session=session_id, node_id=node_id, title=title,
+                       expected_version=expected_version, at=at)  # fmt: skip
+    return request_for(command, idempotency_key)
 
 
 def pin(
@@ -217,14 +199,9 @@ def pin(
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.PinChanged]:
-    return _post(
-        _s(session_id, "pin"),
-        m.PinChanged,
-        idempotency_key,
-        node_id=node_id,
-        expected_version=expected_version,
-        at=at,
-    )
+    command = c.Pin(session_id=session_id, node_id=node_id,
+                    expected_version=expected_version, at=at)  # fmt: skip
+    return request_for(command, idempotency_key)
 
 
 def unpin(
@@ -235,14 +212,9 @@ def unpin(
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.PinChanged]:
-    return _post(
-        _s(session_id, "unpin"),
-        m.PinChanged,
-        idempotency_key,
-        node_id=node_id,
-        expected_version=expected_version,
-        at=at,
-    )
+    command = c.Unpin(session_id=session_id, node_id=node_id,
+                      expected_version=expected_version, at=at)  # fmt: skip
+    return request_for(command, idempotency_key)
 
 
 def attach(
@@ -254,15 +226,10 @@ def attach(
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.NodeAdded]:
-    return _post(
-        _s(session_id, "attach"),
-        m.NodeAdded,
-        idempotency_key,
-        source_session=source_session,
-        source_head=source_head,
-        expected_version=expected_version,
-        at=at,
-    )
+    command = c.Attach(session_id=session_id, source_session=source_session,
+                       source_head=source_head, expected_version=expected_version,
+                       at=at)  # fmt: skip
+    return request_for(command, idempotency_key)
 
 
 def merge(
@@ -274,14 +241,9 @@ def merge(
     idempotency_key: str | None = None,
 ) -> Request[m.NodeAdded]:
     """``peers``: ``{"node_id"}`` (this session) or ``{"session_id", "node_id"}``."""
-    return _post(
-        _s(session_id, "merge"),
-        m.NodeAdded,
-        idempotency_key,
-        peers=[dict(p) for p in peers],
-        expected_version=expected_version,
-        at=at,
-    )
+    command = c.Merge(session_id=session_id, peers=[dict(p) for p in peers],
+                      expected_version=expected_version, at=at)  # fmt: skip
+    return request_for(command, idempotency_key)
 
 
 def record_usage(
@@ -300,10 +262,9 @@ def record_usage(
     idempotency_key: str | None = None,
 ) -> Request[m.UsageRecorded]:
     """``usage`` is the provider's usage object as it came back (OpenAI or Anthropic)."""
-    return _post(
-        _s(session_id, "usage"),
-        m.UsageRecorded,
-        idempotency_key,
+    command = c.MeasureUsage.build(
+        session_id=session_id,
+        expected_version=expected_version,
         request_id=request_id,
         usage=dict(usage) if usage is not None else None,
         input_tokens=input_tokens,
@@ -312,9 +273,9 @@ def record_usage(
         output_tokens=output_tokens,
         provider=provider,
         head_node=head_node,
-        expected_version=expected_version,
         at=at,
     )
+    return request_for(command, idempotency_key)
 
 
 def start_run(
@@ -325,14 +286,9 @@ def start_run(
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.RunStarted]:
-    return _post(
-        _s(session_id, "runs", "start"),
-        m.RunStarted,
-        idempotency_key,
-        run_id=run_id,
-        expected_version=expected_version,
-        at=at,
-    )
+    command = c.StartRun(session_id=session_id, run_id=run_id,
+                         expected_version=expected_version, at=at)  # fmt: skip
+    return request_for(command, idempotency_key)
 
 
 def finish_run(
@@ -343,14 +299,9 @@ def finish_run(
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.RunFinished]:
-    return _post(
-        _s(session_id, "runs", "finish"),
-        m.RunFinished,
-        idempotency_key,
-        status=status,
-        expected_version=expected_version,
-        at=at,
-    )
+    command = c.FinishRun(session_id=session_id, status=status,
+                          expected_version=expected_version, at=at)  # fmt: skip
+    return request_for(command, idempotency_key)
 
 
 def switch_model(
@@ -362,15 +313,9 @@ def switch_model(
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.ModelChanged]:
-    return _post(
-        _s(session_id, "model"),
-        m.ModelChanged,
-        idempotency_key,
-        model=model,
-        context_window=context_window,
-        expected_version=expected_version,
-        at=at,
-    )
+    command = c.SwitchModel(session_id=session_id, model=model, context_window=context_window,
+                            expected_version=expected_version, at=at)  # fmt: skip
+    return request_for(command, idempotency_key)
 
 
 def compact(

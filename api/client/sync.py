@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 from pydantic import BaseModel
@@ -11,8 +11,10 @@ from pydantic import BaseModel
 from api import responses as m
 from api.client import commands as c
 from api.client import queries as q
+from api.client.command_routes import request_for
 from api.client.request import Request
 from api.client.transport import DEFAULT_URL, SSEParser, base_headers, call_headers, parse
+from domain.commands import Command
 
 P = ParamSpec("P")
 T = TypeVar("T", bound=BaseModel)
@@ -44,6 +46,10 @@ class Client:
         self._owned = http is None
         self._http = http or httpx.Client(base_url=base_url, timeout=timeout)
         self._headers = base_headers(api_key, headers)
+
+    def run(self, command: Command, *, idempotency_key: str | None = None) -> Any:
+        """Post any ``domain.commands`` object (``api.client.command_routes``)."""
+        return self.send(request_for(command, idempotency_key))
 
     def send(self, request: Request[T]) -> T:
         response = self._http.request(

@@ -133,3 +133,23 @@ def test_the_async_client_has_the_same_methods(runtime: Any) -> None:
                 await ctx.checkout(sid, "nope")
 
     asyncio.run(drive())
+
+
+def test_the_client_posts_the_command_objects_the_routes_build(
+    client: TestClient, sent: list[httpx.Request]
+) -> None:
+    """A builder and ``Client.run`` send the same request for the same ``domain.commands``
+    object; the route builds that object back from the body (issue 15)."""
+    from api.client.command_routes import request_for
+    from domain import commands
+
+    ctx = Client(http=client)
+    sid = ctx.run(commands.StartSession(title="typed", model="openai:gpt-4o")).session_id
+    pin = commands.Pin(session_id=sid, node_id="u1")
+    node = commands.AppendNode.build(session_id=sid, role="user", input="hi", node_id="u1")
+    assert c.append_node(sid, "user", input="hi", node_id="u1") == request_for(node)
+    assert c.pin(sid, "u1") == request_for(pin)
+    assert ctx.run(node).node_id == "u1"
+    assert ctx.run(pin, idempotency_key="pin-1").pinned
+    assert sent[-1].headers["idempotency-key"] == "pin-1"
+    assert ctx.get_session(sid).pinned == ["u1"]
