@@ -277,7 +277,7 @@ def handle(app: CtxStore, command: Command) -> Any:
     return handler(app, command)
 
 
-def from_call(name: str, *args: Any, **kwargs: Any) -> Command:
+def from_call(name: str, /, *args: Any, **kwargs: Any) -> Command:
     """The command ``CtxStore.<name>(*args, **kwargs)`` would run, as its type.
 
     Positional arguments fill the fields in the method's order; with a

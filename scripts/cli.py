@@ -26,109 +26,31 @@ Expected failures (unknown session, bad transcript, bad URL) print
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
-import sqlite3
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from eventsourcing import persistence as es_persistence
-from sqlalchemy import exc as sa_exc
-
-from api.limits import Limits
-from domain.application import CtxStore
-from domain.errors import DomainError, InvalidCommand
-from domain.policy import InvalidPolicy, Policy
-from domain.store_config import database_url, eventsourcing_env
+from domain.errors import DomainError
+from domain.policy import InvalidPolicy
 from domain.tokens import TokenizerUnavailable
 from projections.store import DATABASE_ERRORS, database_error_line
-from scripts import demo, transcript
+from scripts import transcript
+from scripts.cli_common import (
+    INTEGRITY_ERRORS,
+    STORE_ERRORS,
+    Failed,
+    _migrate,
+    _print_json,
+    _runtime,
+    _url,
+)
+from scripts.cli_read import cmd_export, cmd_replay
+from scripts.cli_serve import cmd_demo, cmd_keys, cmd_serve
 from scripts.progress import Progress
-from service.event_json import export_line
-from service.settings import Settings
-
-if TYPE_CHECKING:
-    from service.runtime import Runtime
-
-# Any other error a database reports (sqlite3's, SQLAlchemy's, eventsourcing's).
-STORE_ERRORS = (sqlite3.DatabaseError, sa_exc.DatabaseError, es_persistence.DatabaseError)
-INTEGRITY_ERRORS = (sqlite3.IntegrityError, sa_exc.IntegrityError, es_persistence.IntegrityError)
-
-
-class Failed(Exception):
-    """An expected failure: printed as ``error: code: message``, never a traceback."""
-
-    def __init__(self, code: str, message: str, status: int = 2) -> None:
-        super().__init__(message)
-        self.code, self.message, self.status = code, message, status
-
-
-def _url(args: argparse.Namespace) -> str:
-    url = str(args.db if args.db is not None else database_url())
-    if not url.strip():
-        raise Failed("bad_database_url", "the database URL is empty")
-    try:
-        eventsourcing_env(url)  # refuses a scheme neither store speaks
-    except ValueError as exc:
-        raise Failed("bad_database_url", str(exc)) from None
-    return url
-
-
-def _settings() -> Settings:
-    """Every setting, read once per command; a bad value is ``invalid_setting``."""
-    try:
-        return Settings.from_env()
-    except InvalidPolicy:
-        raise  # main() reports it as invalid_policy, as before
-    except ValueError as exc:
-        raise Failed("invalid_setting", str(exc)) from None
-
-
-def _runtime(args: argparse.Namespace) -> Runtime:
-    """A runtime wired from the settings (``service.bootstrap``) on the chosen database."""
-    from service.bootstrap import open_runtime  # export and replay never load the projections
-
-    return open_runtime(_settings(), _url(args))
-
-
-def _app(args: argparse.Namespace) -> CtxStore:
-    """The write side alone: export and replay need no projections or tokenizer."""
-    url = _url(args)
-    _reachable(url)
-    return CtxStore(url=url)
-
-
-def _reachable(url: str) -> None:
-    """Connect once, briefly, to say why a PostgreSQL server cannot be used.
-
-    eventsourcing's pool retries for 30 s and then reports only that it got
-    no connection; one direct attempt names the cause (no such database,
-    role or host) within seconds.  The projection side already fails that way.
-    """
-    if not url.startswith(("postgresql", "postgres")):
-        return
-    import psycopg
-
-    try:
-        psycopg.connect("postgresql://" + url.split("://", 1)[1], connect_timeout=5).close()
-    except psycopg.Error as exc:
-        raise Failed("database_unavailable", database_error_line(exc), 1) from None
-
-
-def _migrate(url: str) -> None:
-    from projections.migrate import upgrade
-
-    upgrade(url)
-
-
-def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True))
-
 
 # ---------------------------------------------------------------- commands
 
@@ -141,99 +63,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     print(transcript.import_file(_url(args), args.file, args.tenant))
-    return 0
-
-
-EXPORT_PAGE = 1_000  # events read at a time, so a long export can show its progress
-
-
-def _export_line(event: Any, redact: bool) -> str:
-    """``export_line``, with secrets masked when the policy redacts (``domain/rules/redact``)."""
-    line = export_line(event)
-    if not redact:
-        return line
-    from domain.rules.redact import mask_json
-
-    record = json.loads(line)
-    record["data"] = mask_json(record["data"])[0]
-    return json.dumps(record, sort_keys=True, separators=(",", ":"))
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    redact = Policy.from_env().redact_secrets
-    app = _app(args)
-    lines: list[str] = []
-    try:
-        session = app.session(args.session_id)
-        with Progress("export", session.version, "events") as bar:
-            while len(lines) < session.version:
-                page = app.events_of(session.id, gt=len(lines), lte=session.version,
-                                     limit=EXPORT_PAGE)  # fmt: skip
-                if not page:
-                    break
-                lines += [_export_line(event, redact) + "\n" for event in page]
-                bar.update(len(lines))
-    finally:
-        app.close()
-    if args.out:
-        try:
-            Path(args.out).write_text("".join(lines), encoding="utf-8")
-        except OSError as exc:
-            raise Failed("bad_file", f"{args.out}: {exc.strerror or exc}") from None
-    else:
-        sys.stdout.write("".join(lines))
-    return 0
-
-
-def session_state(session: Any) -> dict[str, Any]:
-    """What ``replay`` prints: the aggregate's state, nodes in seq order."""
-    nodes = sorted(session.nodes.items(), key=lambda item: item[1]["seq"])
-    return {
-        "session_id": str(session.id), "version": session.version, "title": session.title,
-        "model": session.model, "context_window": session.context_window,
-        "branched_from": session.branched_from, "head": session.head,
-        "node_count": len(nodes), "running": session.running, "pinned": list(session.pinned),
-        "nodes": [{"node_id": nid, "seq": raw["seq"], "role": raw["role"],
-                   "parent": raw["parent"], "edge": raw["edge"], "name": raw.get("name")}
-                  for nid, raw in nodes],
-    }  # fmt: skip
-
-
-def cmd_replay(args: argparse.Namespace) -> int:
-    if args.render:
-        return _replay_render(args)
-    app = _app(args)
-    try:
-        latest = app.session(args.session_id).version
-        if not 1 <= args.to <= latest:
-            raise InvalidCommand(f"--to must be within 1..{latest} for this session")
-        state = session_state(app.replay(args.session_id, args.to))
-    finally:
-        app.close()
-    _print_json(state)
-    return 0
-
-
-def _replay_render(args: argparse.Namespace) -> int:
-    """The provider request at event N, projected in memory (nothing is written)."""
-    from domain.tokens import check_tokenizer
-    from projections.replay import request_at
-    from projections.store import ProjectionStore
-
-    check_tokenizer()
-    app = _app(args)
-    store = ProjectionStore(_url(args))
-    try:
-        try:
-            store.policy_history()  # the rules the live projection recorded, if it ran
-            rules: ProjectionStore | None = store
-        except STORE_ERRORS:
-            rules = None  # never served or migrated: the configured rules
-        request = request_at(app, rules, args.session_id, args.to, args.render)
-    finally:
-        store.close()
-        app.close()
-    print(json.dumps(request, indent=2, ensure_ascii=False))
     return 0
 
 
@@ -282,56 +111,6 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     return 0 if result.get("identical") else 1
 
 
-def _key_store(url: str) -> Any:
-    from sqlalchemy import create_engine
-
-    from domain.store_config import sqlalchemy_url
-    from service.api_keys import KeyStore
-
-    _reachable(url)
-    _migrate(url)  # the key table comes with revision 0009
-    return KeyStore(create_engine(sqlalchemy_url(url)))
-
-
-def cmd_keys(args: argparse.Namespace) -> int:
-    """Create, list or revoke API keys (``service.api_keys``); no server needs to run."""
-    keys = _key_store(_url(args))
-    try:
-        if args.keys_command == "create":
-            key, secret = keys.create(args.tenant, args.scope)
-            print(f"key {key.key_id} for tenant {key.tenant!r}, scope {key.scope}; its secret "
-                  "(shown only now, stored only as a hash):", file=sys.stderr)  # fmt: skip
-            print(secret)
-        elif args.keys_command == "list":
-            for key in keys.list():
-                row = key.to_json()
-                revoked = f"  revoked {row['revoked_at']}" if row["revoked_at"] else ""
-                print(f"{row['key_id']}  {row['tenant']}  {row['scope']:<5}  "
-                      f"created {row['created_at']}{revoked}")  # fmt: skip
-        else:
-            key = keys.revoke(args.key_id)
-            print(f"revoked {key.key_id} (tenant {key.tenant!r})")
-    finally:
-        keys.engine.dispose()
-    return 0
-
-
-def _auth_note(url: str, host: str) -> None:
-    """Say how this server will treat clients (``api.auth``), before it starts."""
-    keys = _key_store(url)
-    try:
-        have_keys = keys.any_created()
-    finally:
-        keys.engine.dispose()
-    if have_keys:
-        print("API keys are on: send Authorization: Bearer <key> (ctxstore keys create)",
-              flush=True)  # fmt: skip
-    elif host not in ("127.0.0.1", "localhost", "::1"):
-        print("no API key exists yet: only clients on this machine are served, without "
-              "a key; create one with: ctxstore keys create --tenant T --scope write",
-              file=sys.stderr, flush=True)  # fmt: skip
-
-
 def cmd_erase(args: argparse.Namespace) -> int:
     from service.erasure import Eraser
 
@@ -341,55 +120,6 @@ def cmd_erase(args: argparse.Namespace) -> int:
     finally:
         runtime.close()
     return 0
-
-
-def _serve(url: str, host: str, port: int, workers: int) -> int:
-    import uvicorn
-
-    from domain.tokens import check_tokenizer
-
-    check_tokenizer()  # fail here, with the fix spelled out, not inside a worker
-    settings = _settings()  # likewise a bad CTXSTORE_POLICY or summarizer
-    try:
-        Limits.from_env(settings.env)  # and a bad limit
-    except ValueError as exc:
-        raise Failed("invalid_setting", str(exc)) from None
-    _migrate(url)
-    _auth_note(url, host)
-    os.environ["CTXSTORE_DATABASE_URL"] = url  # uvicorn workers build the app from env
-    os.environ["CTXSTORE_BIND_HOST"] = host  # a Host header the server answers (api.browser_safety)
-    # Workers are separate processes: each runs bootstrap(), which reads the settings once.
-    uvicorn.run("api.bootstrap:bootstrap", factory=True, host=host, port=port, workers=workers,
-                **uvicorn_limits())  # fmt: skip
-    return 0
-
-
-def uvicorn_limits() -> dict[str, Any]:
-    """What uvicorn itself bounds: idle keep-alive connections are closed after 5 s, a
-    worker takes at most ``CTXSTORE_MAX_CONNECTIONS`` connections and requests at once
-    (503 past it), headers are at most 16 KB, and shutdown waits 10 s for open streams.
-    The body's size and read time are the app's (api.limits)."""
-    raw = os.environ.get("CTXSTORE_MAX_CONNECTIONS", "").strip() or "1000"
-    if not raw.isdigit() or int(raw) <= 0:
-        raise Failed("invalid_setting", f"CTXSTORE_MAX_CONNECTIONS={raw!r} is not a count")
-    return {"timeout_keep_alive": 5, "limit_concurrency": int(raw),
-            "h11_max_incomplete_event_size": 16 * 1024,
-            "timeout_graceful_shutdown": 10}  # fmt: skip
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    return _serve(_url(args), args.host, args.port, args.workers)
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    url = _url(args)
-    sid, imported = demo.demo_session(url)
-    print(("imported the sample session " if imported else "sample session ") + sid)
-    base = f"http://{args.host}:{args.port}"
-    print(f"database {url}\n\nonce the server is up, open the inspector at\n  "
-          f"{demo.inspector_url(base, sid)}\nor try:")  # fmt: skip
-    print("\n".join(demo.curl_lines(base, sid)) + "\n", flush=True)
-    return _serve(url, args.host, args.port, 1)
 
 
 # ------------------------------------------------------------------- parser

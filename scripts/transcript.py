@@ -277,12 +277,12 @@ def import_transcript(
     head, *rest = steps
 
     def build(agg: Session) -> None:
-        commands = _commands(agg)
+        run_line = _commands(agg)
         if after is not None:
             after(agg, commands.StartSession)
         for step in rest:
             try:
-                commands[step.type](step.fields, step.at)
+                run_line[step.type](step.fields, step.at)
             except DomainError as exc:
                 raise at_line(exc, step.line) from None
             if after is not None:

@@ -17,8 +17,8 @@ def test_every_command_has_one_handler_and_a_unique_name() -> None:
 
 
 def test_a_call_spelling_builds_the_typed_command() -> None:
-    built = commands.from_call("append_node", "s1", role="user", input="hi", at=None)
-    assert built == commands.AppendNode(session_id="s1", node={"role": "user", "input": "hi",
+    built = commands.from_call("append_node", "s1", role="tool", name="grep", at=None)
+    assert built == commands.AppendNode(session_id="s1", node={"role": "tool", "name": "grep",
                                                                 "at": None})  # fmt: skip
     assert commands.from_call("configure_compaction", "s1", "keep paths", None) == (
         commands.ConfigureCompaction(session_id="s1", instructions="keep paths")
