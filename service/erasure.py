@@ -25,7 +25,13 @@ from uuid import UUID
 from sqlalchemy import Connection, select
 
 from domain import events as ev
-from domain.erasure import ERASURE_TOPIC, erasure_event, quotes, summary_tombstone
+from domain.erasure import (
+    ERASURE_TOPIC,
+    TenantNotConfirmed,
+    erasure_event,
+    quotes,
+    summary_tombstone,
+)
 from domain.errors import SessionNotFound
 from domain.node_claim import claim_id
 from projections import reproject as rp
@@ -98,9 +104,17 @@ class Eraser:
                 raise SessionNotFound(f"session {session_id} not found")
             return {**records[0], **extra}
 
-    def erase_tenant(self, tenant: str, by: str, at: datetime | None = None) -> dict[str, Any]:
+    def erase_tenant(self, tenant: str, by: str, at: datetime | None = None,
+                     confirm: str | None = None) -> dict[str, Any]:  # fmt: skip
         """Erase every session of ``tenant``: one audit record per session erased
-        (with its branches); none again once the tenant holds no session."""
+        (with its branches); none again once the tenant holds no session.
+
+        ``confirm`` (the HTTP route's) must repeat the tenant's name.  Its API
+        keys stay: erasure is of content, and revoking is ``ctxstore keys revoke``.
+        """
+        if confirm is not None and confirm != tenant:
+            raise TenantNotConfirmed(f"to erase every session of tenant {tenant!r}, "
+                                     f"pass confirm={tenant}")  # fmt: skip
         with self.runtime._lock:  # noqa: SLF001
 
             def roots(projector: Projector) -> list[str]:
