@@ -6,8 +6,10 @@ the event log stays exactly as written (no rule changes a node's content);
 what is masked is the item the node becomes, as it enters a commit, so the
 render, a summarizer's input and attached or merged copies all carry the
 mask, and the audit trail records rule ``redact`` with what kinds it masked
-(never the secret).  The same patterns mask an export and, as a safety net,
-a render of items committed before the policy was on.  Everything here is a
+(never the secret).  The same patterns mask an export, and every read's
+answer on the way out (``mask_reply``: the replay feed, nodes, commits,
+titles), which also covers items committed before the policy was on.
+Everything here is a
 pure function of the text: a rebuild masks exactly as the live run did.
 """
 
