@@ -99,7 +99,8 @@ class Eraser:
         """Erase ``session_id``; a session of a tenant other than ``tenant`` is unknown (404)."""
         with self.runtime._lock:  # noqa: SLF001  (no command or catch-up may interleave)
             owned = self.app.session(session_id, tenant=tenant)  # SessionNotFound: 404
-            records, extra = self._erase(lambda _: [str(owned.id)], by, at)
+            sid = str(owned.id)
+            records, extra = self._erase(lambda p: [sid] if sid in p.dag.sessions else [], by, at)
             if not records:  # erased by another process meanwhile
                 raise SessionNotFound(f"session {session_id} not found")
             return {**records[0], **extra}
@@ -150,7 +151,8 @@ class Eraser:
         runtime.processor.resets += 1
         compacted = self.tables.compact()
         out = [{**r, "erased_at": when.isoformat()} for r in records]
-        return out, {"compacted": compacted, "reprojected": len(plan.reprojected)}
+        return out, {"erased_at": when.isoformat(), "compacted": compacted,
+                     "reprojected": len(plan.reprojected)}  # fmt: skip
 
     def _record(self, plan: _Plan, root: str, by: str, projector: Projector) -> dict[str, Any]:
         group = plan.groups[root]

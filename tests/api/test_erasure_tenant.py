@@ -77,6 +77,7 @@ def test_erasing_a_tenant_takes_all_its_sessions_and_nothing_else(
 
         erased = ok(client.delete("/tenant", params={"confirm": "acme"}, headers=admin["acme"]))
         assert erased["tenant"] == "acme" and erased["compacted"] is True
+        assert {r["erased_at"] for r in erased["erasures"]} == {erased["erased_at"]}
         records = {r["session_id"]: r for r in erased["erasures"]}
         assert set(records) == {a1, a2}
         assert set(records[a1]["erased_sessions"]) == {a1, branch}
