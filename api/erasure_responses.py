@@ -26,6 +26,17 @@ class ErasureRecord(Answer):
 
 class Erased(ErasureRecord):
     compacted: bool
+    reprojected: int  # other sessions whose projection rows were recomputed
+
+
+class TenantErased(Answer):
+    """``DELETE /tenant``: one record per session erased (with its branches)."""
+
+    tenant: str
+    erasures: list[ErasureRecord]
+    erased_at: str
+    compacted: bool
+    reprojected: int
 
 
 class ErasureList(Answer):

@@ -1,4 +1,8 @@
-"""Erasure routes: ``DELETE /sessions/{sid}`` and the audit trail it leaves.
+"""Erasure routes: ``DELETE /sessions/{sid}``, ``DELETE /tenant`` and the audit trail.
+
+``DELETE /tenant`` erases the caller's own tenant (an admin key's): there
+is no key above a tenant, and another tenant's name would only say whether
+it exists.  ``confirm`` must repeat the tenant's name.
 
 Who erased is the API key the request came with (``ctxstore_key_id`` in the
 ASGI scope, set by the authentication layer), else ``local``.
@@ -25,10 +29,21 @@ def _runtime(request: Request) -> Runtime:
 
 async def erase_session(request: Request) -> Response:
     s.parse_query(request, s.EmptyQuery)
-    by = str(request.scope.get("ctxstore_key_id") or "local")
     eraser = Eraser(_runtime(request))
-    erased = await run_in_threadpool(eraser.erase, request.path_params["sid"], by, None,
+    erased = await run_in_threadpool(eraser.erase, request.path_params["sid"], _by(request), None,
                                      tenant_of(request))  # fmt: skip
+    return JSONResponse(erased)
+
+
+def _by(request: Request) -> str:
+    return str(request.scope.get("ctxstore_key_id") or "local")
+
+
+async def erase_tenant(request: Request) -> Response:
+    q = s.parse_query(request, s.EraseTenantQuery)
+    eraser = Eraser(_runtime(request))
+    erased = await run_in_threadpool(eraser.erase_tenant, tenant_of(request), _by(request),
+                                     None, q.confirm)  # fmt: skip
     return JSONResponse(erased)
 
 
@@ -43,6 +58,10 @@ ENDPOINTS = [
              "Erase a session and its branches for good (content, projections, quoting "
              "summaries elsewhere); answers what was erased, 404 once it is gone",
              response=r.Erased),
+    Endpoint("DELETE", "/tenant", erase_tenant,
+             "Erase every session of the caller's tenant (confirm=<tenant>), as DELETE "
+             "/sessions/{sid} would each; its API keys stay", query=s.EraseTenantQuery,
+             response=r.TenantErased),
     Endpoint("GET", "/erasures", list_erasures, "The erasure audit trail, oldest first",
              response=r.ErasureList),
 ]  # fmt: skip

@@ -14,6 +14,7 @@ from api import responses as r
 from api import schemas as s
 from api.auth import tenant_of
 from api.openapi import Endpoint
+from domain.rules.redact import mask_reply
 from projections.session_queries import decode_cursor
 from service.event_json import event_to_json
 from service.runtime import Runtime
@@ -25,9 +26,23 @@ def _runtime(request: Request) -> Runtime:
 
 
 async def _query(request: Request, method: str, *args: Any, **kwargs: Any) -> Any:
-    """``runtime.<method>`` in a worker thread, for the caller's tenant (``api.auth``)."""
-    return await run_in_threadpool(getattr(_runtime(request), method), *args,
-                                   tenant=tenant_of(request), **kwargs)  # fmt: skip
+    """``runtime.<method>`` in a worker thread, for the caller's tenant (``api.auth``).
+
+    With ``redact_secrets`` on, every answer's content is masked on the way
+    out (``mask_reply``), whoever asks: the log keeps what was written, and
+    only the database's holder reads it raw (``ctxstore export`` with the
+    policy off).  A render is masked by the runtime already, and cached; a
+    page of sessions is masked without its cursor.
+    """
+    found = await run_in_threadpool(getattr(_runtime(request), method), *args,
+                                    tenant=tenant_of(request), **kwargs)  # fmt: skip
+    return found if method in ("rendered", "sessions_page") else await _masked(request, found)
+
+
+async def _masked(request: Request, found: Any) -> Any:
+    if _runtime(request).policy.redact_secrets:
+        return await run_in_threadpool(mask_reply, found)
+    return found
 
 
 def _no_query(request: Request) -> None:
@@ -38,7 +53,8 @@ def _events_page(runtime: Runtime, sid: str, after: int, limit: int,
                  tenant: str) -> list[dict[str, Any]]:  # fmt: skip
     # Serialised in the worker thread too: a page can be a thousand events.
     events = runtime.app.session_events(sid, gt=after, limit=limit + 1, tenant=tenant)
-    return [event_to_json(event) for event in events]
+    page = [event_to_json(event) for event in events]
+    return mask_reply(page) if runtime.policy.redact_secrets else page
 
 
 async def events(request: Request) -> Response:
@@ -61,7 +77,7 @@ async def sessions(request: Request) -> Response:
     q = s.parse_query(request, s.SessionsQuery)
     after = decode_cursor(q.after) if q.after else None
     page, cursor = await _query(request, "sessions_page", q.limit, after)
-    return JSONResponse({"sessions": page, "next": cursor})
+    return JSONResponse({"sessions": await _masked(request, page), "next": cursor})
 
 
 async def session(request: Request) -> Response:

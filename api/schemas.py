@@ -279,6 +279,11 @@ class EmptyQuery(Query):
     pass
 
 
+class EraseTenantQuery(Query):
+    confirm: str = Field(min_length=1, max_length=64,
+                         description="the caller's tenant again, or nothing is erased")  # fmt: skip
+
+
 BODIES: dict[str, type[BaseModel]] = {
     m.__name__: m
     for m in (StartSession, AppendNode, AppendBatch, AddSibling, Checkout, Branch, NodeRef, Attach,

@@ -24,7 +24,15 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
+from domain.errors import DomainError
 from domain.events import JSON
+
+
+class TenantNotConfirmed(DomainError):
+    """Erasing a whole tenant names it twice: a stray ``DELETE /tenant`` erases nothing."""
+
+    code = "tenant_not_confirmed"
+    status = 400
 
 
 class Erasure(Aggregate):

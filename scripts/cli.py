@@ -12,6 +12,7 @@
     ctxstore keys list   [--db URL]
     ctxstore keys revoke KEY_ID [--db URL]
     ctxstore erase   SESSION_ID [--db URL] [--by NAME] # erase it (and its branches) for good
+    ctxstore erase   --tenant T [--db URL] [--by NAME] # every session of tenant T
 
 ``--db`` defaults to ``CTXSTORE_DATABASE_URL`` (else ``sqlite:///ctxstore.db``).
 
@@ -116,7 +117,15 @@ def cmd_erase(args: argparse.Namespace) -> int:
 
     runtime = _runtime(args)
     try:
-        _print_json(Eraser(runtime).erase(args.session_id, args.by))
+        eraser = Eraser(runtime)
+        if (args.session_id is None) == (args.tenant is None):
+            print("error: invalid_request: name a SESSION_ID or --tenant T, not both",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        if args.tenant is not None:
+            _print_json(eraser.erase_tenant(args.tenant, args.by))
+        else:
+            _print_json(eraser.erase(args.session_id, args.by))
     finally:
         runtime.close()
     return 0
@@ -170,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     _keys_parser(sub)
     p = command("erase", cmd_erase, "erase a session and its branches for good (stop other "
                 "servers and workers first); prints what was erased")  # fmt: skip
-    p.add_argument("session_id", metavar="SESSION_ID")
+    p.add_argument("session_id", metavar="SESSION_ID", nargs="?")
+    p.add_argument("--tenant", help="erase every session of this tenant (its keys stay)")
     p.add_argument("--by", default="cli", help="who asked, for the audit record (default: cli)")
     return parser
 

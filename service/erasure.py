@@ -1,43 +1,52 @@
-"""Erase a session for good: its events, claims, projections, and what quotes it elsewhere.
+"""Erase a session (or a tenant) for good: its events, claims, projections, and copies elsewhere.
 
-Hard deletion (the README's "Erasure" says why not crypto-shredding): in
-one transaction on the event store, the session's events and snapshots, the
-events of every branch of it (a branch's history *is* the source's chain),
+Hard deletion (the README's "Erasure" says why not crypto-shredding), in
+ONE transaction on the store: the session's events and snapshots, the
+events of every branch of it (a branch's history *is* the source's chain)
 and the id claims of their nodes are deleted; summaries other sessions
-recorded over copies of that content get a tombstone text in place; and an
-``Erasure`` record (who, when, what; no content) is inserted.  Then every
-projection is rebuilt from the remaining log, so the live tables are by
-construction what a later rebuild gives (other sessions' attach and merge
-copies turn into tombstones, ``projections/erasure.py``), and the database
-files are compacted so no freed page still holds the content: ``VACUUM``
-and a WAL checkpoint on SQLite, ``VACUUM (FULL)`` of the touched tables on
-PostgreSQL.
+recorded over copies of that content get a tombstone text in place; an
+``Erasure`` record (who, when, what; no content) is inserted; and the
+projection rows of the erased sessions, and of the sessions whose rows
+depended on them, are dropped and those sessions' remaining events
+projected again (``projections/reproject.py``), so the live tables are what
+a rebuild gives without rebuilding the other sessions.  Then the database
+files are compacted so no freed page still holds the content.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import logging
-import sqlite3
-import time
-from collections.abc import Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
-from sqlalchemy import Connection, bindparam, select, text
+from sqlalchemy import Connection, select
 
 from domain import events as ev
-from domain.erasure import ERASURE_TOPIC, erasure_event, quotes, summary_tombstone
+from domain.erasure import (
+    ERASURE_TOPIC,
+    TenantNotConfirmed,
+    erasure_event,
+    quotes,
+    summary_tombstone,
+)
+from domain.errors import SessionNotFound
 from domain.node_claim import claim_id
+from projections import reproject as rp
 from projections import tables as t
 from projections.projector import Projector
-from projections.store import WRITE_OPTION
+from projections.store import APPLICATION, WRITE_OPTION
+from projections.working_set import DEFAULT_BUDGET
+from service.erasure_store import EventTables
 from service.runtime import Runtime
 
-log = logging.getLogger("ctxstore.erasure")
+RETRIES = 5  # another process stored events between the plan and the transaction
+
+
+class _Moved(Exception):
+    """The log moved on since the erasure was planned: plan again."""
 
 
 def _branches(projector: Projector, session_id: str) -> list[str]:
@@ -50,28 +59,31 @@ def _branches(projector: Projector, session_id: str) -> list[str]:
     return found
 
 
-def _referrers(structural: list[tuple[str, str, dict[str, Any]]], erased: set[str]) -> list[str]:
-    """Sessions that attached or merged erased content, directly or through another one.
-
-    ``structural`` is every attach and merge node as (session, role, meta).
-    """
+def _referrers(structural: list[rp.Structural], erased: set[str]) -> list[str]:
+    """Sessions that attached or merged erased content, directly or through another one."""
     sources = set(erased)
-    referrers: list[str] = []
     changed = True
     while changed:
         changed = False
-        for session_id, role, meta in structural:
-            if session_id in sources:
-                continue
-            if role == "attach":
-                named = [meta.get("source_session", "")]
-            else:
-                named = [str(p.get("session_id", session_id)) for p in meta["peers"]]
-            if any(n in sources for n in named):
-                sources.add(session_id)
-                referrers.append(session_id)
+        for node in structural:
+            if node.session_id not in sources and any(s in sources for s, _ in node.peers()):
+                sources.add(node.session_id)
                 changed = True
-    return sorted(set(referrers))
+    return sorted(sources - erased)
+
+
+@dataclasses.dataclass
+class _Plan:
+    groups: dict[str, list[str]]  # root -> it and its branches
+    nodes: dict[str, list[str]]  # erased session -> its node ids
+    structural: list[rp.Structural]
+    rewrites: list[tuple[str, Any]]
+    reprojected: list[str]
+    position: int
+
+    @property
+    def erased(self) -> list[str]:
+        return [sid for group in self.groups.values() for sid in group]
 
 
 class Eraser:
@@ -80,74 +92,152 @@ class Eraser:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.app = runtime.app
-        recorder: Any = self.app.recorder
-        snapshots: Any = self.app.snapshots.recorder if self.app.snapshots else None
-        self.events_table: str = recorder.events_table_name
-        self.snapshots_table: str | None = snapshots.events_table_name if snapshots else None
-        self.is_sqlite = runtime.store.is_sqlite
+        self.tables = EventTables(runtime)
 
     def erase(self, session_id: str, by: str, at: datetime | None = None,
               tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
         """Erase ``session_id``; a session of a tenant other than ``tenant`` is unknown (404)."""
-        runtime = self.runtime
-        with runtime._lock:  # noqa: SLF001  (no command or catch-up may interleave)
+        with self.runtime._lock:  # noqa: SLF001  (no command or catch-up may interleave)
             owned = self.app.session(session_id, tenant=tenant)  # SessionNotFound: 404
-            root = str(owned.id)
+            sid = str(owned.id)
+            records, extra = self._erase(lambda p: [sid] if sid in p.dag.sessions else [], by, at)
+            if not records:  # erased by another process meanwhile
+                raise SessionNotFound(f"session {session_id} not found")
+            return {**records[0], **extra}
+
+    def erase_tenant(self, tenant: str, by: str, at: datetime | None = None,
+                     confirm: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """Erase every session of ``tenant``: one audit record per session erased
+        (with its branches); none again once the tenant holds no session.
+
+        ``confirm`` (the HTTP route's) must repeat the tenant's name.  Its API
+        keys stay: erasure is of content, and revoking is ``ctxstore keys revoke``.
+        """
+        if confirm is not None and confirm != tenant:
+            raise TenantNotConfirmed(f"to erase every session of tenant {tenant!r}, "
+                                     f"pass confirm={tenant}")  # fmt: skip
+        with self.runtime._lock:  # noqa: SLF001
+
+            def roots(projector: Projector) -> list[str]:
+                return sorted(sid for sid, s in projector.dag.sessions.items()
+                              if s.tenant == tenant and not s.branched_from)  # fmt: skip
+
+            records, extra = self._erase(roots, by, at)
+            return {"tenant": tenant, "erasures": records, **extra}
+
+    # ------------------------------------------------------------- running
+
+    def _erase(self, roots: Callable[[Projector], list[str]], by: str,
+               at: datetime | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+        runtime = self.runtime
+        when = at or datetime.now(UTC)
+        for attempt in range(RETRIES):
             runtime.catch_up()
             projector = runtime._projector()  # noqa: SLF001
-            erased = _branches(projector, root)
-            nodes, structural = self._nodes(erased)  # from the tables: memory may hold a few
-            referrers = _referrers(structural, set(erased))
-            rewrites = self._summary_rewrites(projector, referrers, set(nodes), erased)
-            events = sum(len(self.app.events_of(UUID(sid))) for sid in erased)
-            record = {
-                "session_id": root, "erased_sessions": erased, "events": events,
-                "nodes": len(nodes), "referrers": referrers,
-                "tombstoned": [{"session_id": sid, "summary_id": e.summary_id}
-                               for sid, e in rewrites],
-                "by": by, "tenant": owned.tenant,
-            }  # fmt: skip
-            when = at or datetime.now(UTC)
-            versions = {sid: self.app.session(sid).version for sid in erased}
-            audit = [self.app.mapper.to_stored_event(erasure_event(sid, versions[sid] + 1, when,
-                                                                   record))
-                     for sid in erased]  # fmt: skip
-            with runtime.store.engine.connect() as conn:
-                conn.execution_options(**{WRITE_OPTION: True})
-                with conn.begin():
-                    self._delete(conn, erased, nodes, rewrites, audit)
-            for sid in {*erased, *(sid for sid, _ in rewrites)}:
-                self.app._evict(UUID(sid))  # noqa: SLF001
-            runtime._rendered.clear()  # noqa: SLF001
-            runtime.store.truncate()  # every projection again, from what is left
-            runtime.processor.projector = None
-            runtime.catch_up()
-            compacted = self._compact()
-        return {**record, "erased_at": when.isoformat(), "compacted": compacted}
+            plan = self._plan(projector, roots(projector))
+            if not plan.groups:
+                return [], {"erased_at": when.isoformat(), "compacted": True, "reprojected": 0}
+            records = [self._record(plan, root, by, projector) for root in plan.groups]
+            try:
+                self._write(plan, records, when)
+                break
+            except _Moved:
+                if attempt == RETRIES - 1:
+                    raise
+        for sid in {*plan.erased, *(sid for sid, _ in plan.rewrites)}:
+            self.app._evict(UUID(sid))  # noqa: SLF001
+        runtime._rendered.clear()  # noqa: SLF001
+        runtime.processor.projector = None  # its memory held erased rows: reload
+        runtime.processor.resets += 1
+        compacted = self.tables.compact()
+        out = [{**r, "erased_at": when.isoformat()} for r in records]
+        return out, {"erased_at": when.isoformat(), "compacted": compacted,
+                     "reprojected": len(plan.reprojected)}  # fmt: skip
+
+    def _record(self, plan: _Plan, root: str, by: str, projector: Projector) -> dict[str, Any]:
+        group = plan.groups[root]
+        rewritten = [{"session_id": sid, "summary_id": e.summary_id} for sid, e in plan.rewrites
+                     if any(s in e.text for s in group)]  # fmt: skip
+        return {
+            "session_id": root, "erased_sessions": group,
+            "events": sum(len(self.app.events_of(UUID(sid))) for sid in group),
+            "nodes": sum(len(plan.nodes.get(sid, ())) for sid in group),
+            "referrers": [s for s in _referrers(plan.structural, set(group))
+                          if s not in plan.erased],
+            "tombstoned": rewritten, "by": by,
+            "tenant": projector.dag.sessions[root].tenant,
+        }  # fmt: skip
+
+    def _write(self, plan: _Plan, records: list[dict[str, Any]], when: datetime) -> None:
+        """Everything in one transaction: the log, the audit, the projection rows."""
+        runtime, tables = self.runtime, self.tables
+        audit = []
+        for record in records:
+            for sid in record["erased_sessions"]:
+                version = self.app.session(sid).version + 1
+                audit.append(self.app.mapper.to_stored_event(erasure_event(sid, version, when,
+                                                                           record)))  # fmt: skip
+        erased = plan.erased
+        claims = [claim_id(n) for sid in erased for n in plan.nodes.get(sid, ())]
+        with runtime.store.engine.connect() as conn:
+            conn.execution_options(**{WRITE_OPTION: True})
+            with conn.begin():
+                top = tables.lock(conn)
+                if top != plan.position or self._tracking(conn) != top:
+                    raise _Moved
+                keys = rp.tool_keys(conn, erased + plan.reprojected)
+                tables.delete(conn, [UUID(sid) for sid in erased] + claims)
+                for _, event in plan.rewrites:
+                    tables.rewrite(conn, self.app.mapper.to_stored_event(event))
+                newest = tables.insert(conn, audit, top)
+                rp.drop(conn, erased + plan.reprojected)
+                notes = tables.notifications(conn, plan.reprojected)
+                rp.reproject(runtime.store, conn, runtime.processor.policy_at, notes,
+                             self.app.mapper.to_domain_event, newest,
+                             runtime.processor.budget or DEFAULT_BUDGET)  # fmt: skip
+                rp.drop_unused_tool_sets(conn, keys)
+
+    def _tracking(self, conn: Connection) -> int:
+        query = select(t.tracking.c.notification_id).where(
+            t.tracking.c.application_name == APPLICATION
+        )
+        if not self.tables.is_sqlite:
+            query = query.with_for_update()
+        return int(conn.execute(query).scalar() or 0)
 
     # ------------------------------------------------------------- planning
 
-    def _nodes(self, erased: list[str]) -> tuple[list[str], list[tuple[str, str, Any]]]:
-        """The erased sessions' node ids, and every attach and merge node of the store."""
+    def _plan(self, projector: Projector, roots: list[str]) -> _Plan:
+        groups: dict[str, list[str]] = {}
+        for root in roots:
+            if not any(root in g for g in groups.values()):
+                groups[root] = _branches(projector, root)
+        erased = [sid for g in groups.values() for sid in g]
         c = t.nodes.c
+        nodes: dict[str, list[str]] = {}
         with self.runtime.store.engine.connect() as conn:
-            nodes = sorted(
-                conn.execute(select(c.node_id).where(c.session_id.in_(erased))).scalars()
-            )
+            for chunk in (erased[i : i + 500] for i in range(0, len(erased), 500)):
+                query = select(c.session_id, c.node_id).where(c.session_id.in_(chunk))
+                for sid, node_id in conn.execute(query.order_by(c.node_id)):
+                    nodes.setdefault(sid, []).append(node_id)
             rows = conn.execute(
-                select(c.session_id, c.role, c.meta)
+                select(c.session_id, c.role, c.meta, c.notification_id)
                 .where(c.role.in_(("attach", "merge")))
                 .order_by(c.notification_id)
             )
-            structural = [(r.session_id, r.role, json.loads(r.meta)) for r in rows]  # fmt: skip
-        return nodes, structural
+            structural = [rp.Structural(r.session_id, r.role, json.loads(r.meta),
+                                        r.notification_id) for r in rows]  # fmt: skip
+            reprojected = rp.scope(conn, projector.dag.sessions, structural, set(erased))
+        names = {n for ids in nodes.values() for n in ids}
+        rewrites = self._summary_rewrites(projector, reprojected, names, erased)
+        return _Plan(groups, nodes, structural, rewrites, reprojected, projector.position)
 
     def _summary_rewrites(
-        self, projector: Projector, referrers: list[str], nodes: set[str], erased: list[str]
+        self, projector: Projector, sessions: list[str], nodes: set[str], erased: list[str]
     ) -> list[tuple[str, Any]]:
         """The summaries other sessions recorded over copies of the erased content."""
         names = set(nodes)  # erased node ids, then tainted summary ids as they are found
-        summaries = [(sid, e) for sid in referrers for e in self.app.events_of(UUID(sid))
+        summaries = [(sid, e) for sid in sessions for e in self.app.events_of(UUID(sid))
                      if isinstance(e, ev.SummaryRecorded)]  # fmt: skip
         tainted: dict[tuple[str, int], tuple[str, Any]] = {}
         changed = True
@@ -172,88 +262,6 @@ class Eraser:
         by_id = {i.item_id: i for i in projector.items_of(event.commit)}
         return any((item := by_id.get(c)) is not None and item.source_node_id in names
                    for c in event.covered)  # fmt: skip
-
-    # ------------------------------------------------------------- writing
-
-    def _key(self, uuid: UUID | str) -> Any:
-        uuid = uuid if isinstance(uuid, UUID) else UUID(uuid)
-        return uuid.hex if self.is_sqlite else uuid
-
-    def _delete(self, conn: Connection, erased: list[str], nodes: list[str],
-                rewrites: list[tuple[str, Any]], audit: list[StoredEvent]) -> None:  # fmt: skip
-        if self.is_sqlite:
-            conn.exec_driver_sql("PRAGMA secure_delete=ON")  # freed cells are zeroed
-        else:  # as the recorder does: notification ids stay in commit order
-            conn.exec_driver_sql(f"LOCK TABLE {self.events_table} IN EXCLUSIVE MODE")
-        ids = [self._key(UUID(sid)) for sid in erased] + [self._key(claim_id(n)) for n in nodes]
-        tables = [self.events_table] + ([self.snapshots_table] if self.snapshots_table else [])
-        for table in tables:
-            delete = text(f"DELETE FROM {table} WHERE originator_id IN :ids")
-            for chunk in _chunks(ids, 500):
-                conn.execute(delete.bindparams(bindparam("ids", expanding=True)), {"ids": chunk})
-        update = text(f"UPDATE {self.events_table} SET state = :state "
-                      "WHERE originator_id = :id AND originator_version = :version")  # fmt: skip
-        for _, event in rewrites:
-            stored = self.app.mapper.to_stored_event(event)
-            conn.execute(update, {"state": stored.state, "id": self._key(stored.originator_id),
-                                  "version": stored.originator_version})  # fmt: skip
-        insert = text(f"INSERT INTO {self.events_table} "
-                      "(originator_id, originator_version, topic, state) "
-                      "VALUES (:id, :version, :topic, :state)")  # fmt: skip
-        for stored in audit:  # after the deletes: each takes its erased session's next version
-            conn.execute(insert, {"id": self._key(stored.originator_id),
-                                  "version": stored.originator_version,
-                                  "topic": stored.topic, "state": stored.state})  # fmt: skip
-
-    def _compact(self) -> bool:
-        """Leave no freed page holding erased content; whether that fully succeeded."""
-        try:
-            if self.is_sqlite:
-                database = self.runtime.store.engine.url.database
-                assert database is not None
-                with sqlite3.connect(database, timeout=30, isolation_level=None) as raw:
-                    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                    raw.execute("VACUUM")
-                    busy: int = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-                raw.close()
-                return busy == 0
-            names = [self.events_table, *([self.snapshots_table] if self.snapshots_table else []),
-                     *(table.name for table in t.PROJECTION_TABLES)]  # fmt: skip
-            with self.runtime.store.engine.connect() as conn:
-                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-                conn.exec_driver_sql("SET lock_timeout = 30000")
-                settled = _wait_for_older_snapshots(conn)
-                conn.exec_driver_sql(f"VACUUM (FULL) {', '.join(names)}")
-            return settled
-        except Exception:
-            log.exception("compacting the database after an erasure failed; run VACUUM yourself")
-            return False
-
-
-def _wait_for_older_snapshots(conn: Connection, timeout: float = 30.0) -> bool:
-    """Wait until no transaction on the server can still see the deleted rows.
-
-    ``VACUUM (FULL)`` copies a deleted row into the new table file while any
-    transaction older than the delete is running, on any database of the
-    server (observed: another database's ``CREATE DATABASE``), so the
-    content would survive on disk.  False if one stayed past ``timeout``.
-    """
-    mark = conn.exec_driver_sql("SELECT xid(pg_current_xact_id())::text").scalar()
-    older = text("SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-                 "AND (age(backend_xmin) >= age(CAST(:mark AS xid)) "
-                 "OR age(backend_xid) >= age(CAST(:mark AS xid)))")  # fmt: skip
-    deadline = time.monotonic() + timeout
-    while conn.execute(older, {"mark": mark}).scalar():
-        if time.monotonic() > deadline:
-            log.warning("a transaction older than the erasure outlived %s s", timeout)
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def _chunks(values: list[Any], size: int) -> Iterable[list[Any]]:
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
 
 
 def erasures(runtime: Runtime, tenant: str | None = None) -> list[dict[str, Any]]:

@@ -6,8 +6,10 @@ the event log stays exactly as written (no rule changes a node's content);
 what is masked is the item the node becomes, as it enters a commit, so the
 render, a summarizer's input and attached or merged copies all carry the
 mask, and the audit trail records rule ``redact`` with what kinds it masked
-(never the secret).  The same patterns mask an export and, as a safety net,
-a render of items committed before the policy was on.  Everything here is a
+(never the secret).  The same patterns mask an export, and every read's
+answer on the way out (``mask_reply``: the replay feed, nodes, commits,
+titles), which also covers items committed before the policy was on.
+Everything here is a
 pure function of the text: a rebuild masks exactly as the live run did.
 """
 
@@ -63,6 +65,35 @@ def mask_json(value: Any, found: list[str] | None = None) -> tuple[Any, list[str
         return {k: v if block and k in _OPAQUE else mask_json(v, found)[0]
                 for k, v in value.items()}, found  # fmt: skip
     return value, found
+
+
+# Reply fields that name things a client sends back (ids, cursors): never masked,
+# so a read with redaction on still addresses the same nodes and commits.
+_ID_FIELDS = frozenset({
+    "id", "head", "parent", "sibling_of", "caller", "predecessor", "reads", "pinned", "covered",
+    "commit", "base", "source_head", "source_session", "running", "merged_into", "dedup_of",
+    "attached_from", "next", "after", "tenant",
+})  # fmt: skip
+
+
+def mask_reply(value: Any) -> Any:
+    """A read's answer with every content string masked and every id left as it is.
+
+    What ``/events``, ``/nodes``, ``/context`` and the other reads show when
+    the policy redacts: the stored events stay as written, this is applied
+    on the way out (``api/routes_queries.py``).
+    """
+    if isinstance(value, dict):
+        block = "type" in value  # a content block's bytes are not text (as ``mask_json``);
+        # an event's ``data`` (an object, next to its ``type``) is
+        return {k: v if k in _ID_FIELDS or k.endswith(("_id", "_ids"))
+                or (block and k in _OPAQUE and isinstance(v, str))
+                else mask_reply(v) for k, v in value.items()}  # fmt: skip
+    if isinstance(value, list):
+        return [mask_reply(v) for v in value]
+    if isinstance(value, str):
+        return mask(value)[0]
+    return value
 
 
 def redact_item(item: Item, policy: Policy) -> str | None:

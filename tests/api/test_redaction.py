@@ -2,9 +2,10 @@
 
 With it on, a node carrying API keys, a Bearer token and a PEM private key
 renders masked, is exported masked, reaches the summarizer masked, and the
-audit trail says rule ``redact`` masked it; the event log keeps the node as
-written, and a rebuild equals the live tables.  Off (the default) nothing
-changes: same rules_version as before redaction existed, secrets verbatim.
+audit trail says rule ``redact`` masked it; the replay feed shows it masked
+while the event log keeps it as written, and a rebuild equals the live
+tables.  Off (the default) nothing changes: same rules_version as before
+redaction existed, secrets verbatim.
 """
 
 from __future__ import annotations
@@ -104,9 +105,10 @@ def test_secrets_are_masked_in_render_summary_input_and_export_and_audited(
                                  "github_token, openai_key, private_key, slack_token")  # fmt: skip
     assert [r["rule"] for r in ok(client.get(f"/sessions/{sid}/explain/{tool}"))["transitions"]
             if r["rule"] == "redact"] == ["redact"]  # fmt: skip
-    # the log keeps the node as written (no rule changes a node's content)
+    # the replay feed is masked too; the log keeps the node as written
+    # (no rule changes a node's content: tests/api/test_redaction_reads.py)
     feed = json.dumps(ok(client.get(f"/sessions/{sid}/events")))
-    assert SECRETS["anthropic_key"] in feed
+    assert SECRETS["anthropic_key"] not in feed and "[REDACTED:anthropic_key]" in feed
     # the summarizer never sees a secret
     ok(client.post(f"/sessions/{sid}/compact", json={}), 201)
     sent = json.dumps(summarizer.seen)

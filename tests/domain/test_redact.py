@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from domain.context import Item
-from domain.rules.redact import mask, mask_json, redact_item
+from domain.rules.redact import mask, mask_json, mask_reply, redact_item
 from tests.api.test_redaction import PASTED, SECRETS
 from tests.conftest import immediate_policy
 
@@ -31,3 +31,22 @@ def test_the_rule_masks_a_new_item_and_says_what_it_masked() -> None:
     why = redact_item(item, immediate_policy(redact_secrets=True))
     assert why is not None and why.startswith("masked 7 secrets: ")
     assert item.rendered == mask(PASTED)[0] and item.tokens > 1
+
+
+def test_a_reply_is_masked_but_its_ids_cursors_and_block_bytes_are_not() -> None:
+    secret = "sk-proj-Zq9Xw8Vu7Ts6Rr5Qp4Oo3Nn2"
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": f"iVBOR{secret}"}}  # fmt: skip
+    reply = {
+        "id": secret, "node_id": secret, "sibling_ids": [secret], "head": secret,
+        "title": f"key {secret}", "nodes": [{"input": [image, {"type": "text", "text": secret}]}],
+        "events": [{"type": "NodeAppended", "data": {"input": secret, "node_id": secret}}],
+    }  # fmt: skip
+    masked = mask_reply(reply)
+    assert masked["id"] == masked["node_id"] == masked["head"] == secret
+    assert masked["sibling_ids"] == [secret]
+    assert masked["title"] == "key [REDACTED:openai_key]"
+    assert masked["nodes"][0]["input"][0] == image  # bytes, not text
+    assert masked["nodes"][0]["input"][1]["text"] == "[REDACTED:openai_key]"
+    assert masked["events"][0]["data"] == {"input": "[REDACTED:openai_key]", "node_id": secret}
+    assert mask_reply(masked) == masked  # masking twice changes nothing

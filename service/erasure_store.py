@@ -1,0 +1,151 @@
+"""The event store's side of an erasure: SQL on eventsourcing's own tables.
+
+eventsourcing has no delete, so these statements go to its tables directly,
+inside the erasure's one transaction (``service/erasure.py``), and the
+files are compacted afterwards so no freed page keeps the content.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Iterable
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import Notification, StoredEvent
+from sqlalchemy import Connection, bindparam, text
+
+from projections import tables as t
+from service.runtime import Runtime
+
+log = logging.getLogger("ctxstore.erasure")
+
+
+def _chunks(values: list[Any], size: int = 500) -> Iterable[list[Any]]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+class EventTables:
+    """The event and snapshot tables of one runtime's store."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        recorder: Any = runtime.app.recorder
+        snapshots: Any = runtime.app.snapshots.recorder if runtime.app.snapshots else None
+        self.events: str = recorder.events_table_name
+        self.snapshots: str | None = snapshots.events_table_name if snapshots else None
+        self.is_sqlite = runtime.store.is_sqlite
+        # SQLite's notification id is the table's rowid, PostgreSQL's a bigserial column
+        self.id_column = "rowid" if self.is_sqlite else "notification_id"
+
+    def key(self, uuid: UUID | str) -> Any:
+        uuid = uuid if isinstance(uuid, UUID) else UUID(uuid)
+        return uuid.hex if self.is_sqlite else uuid
+
+    def lock(self, conn: Connection) -> int:
+        """Keep every other writer out until commit; the newest notification id."""
+        if self.is_sqlite:
+            conn.exec_driver_sql("PRAGMA secure_delete=ON")  # freed cells are zeroed
+        else:  # as the recorder does: notification ids stay in commit order
+            conn.exec_driver_sql(f"LOCK TABLE {self.events} IN EXCLUSIVE MODE")
+        return self.top(conn)
+
+    def delete(self, conn: Connection, originators: list[UUID]) -> None:
+        """Every event and snapshot of ``originators`` (sessions, node-id claims)."""
+        ids = [self.key(u) for u in originators]
+        for table in [self.events, *([self.snapshots] if self.snapshots else [])]:
+            delete = text(f"DELETE FROM {table} WHERE originator_id IN :ids")
+            for chunk in _chunks(ids):
+                conn.execute(delete.bindparams(bindparam("ids", expanding=True)), {"ids": chunk})
+
+    def rewrite(self, conn: Connection, stored: StoredEvent) -> None:
+        """Replace one event's state in place (a tombstoned summary keeps its place)."""
+        update = text(f"UPDATE {self.events} SET state = :state "
+                      "WHERE originator_id = :id AND originator_version = :version")  # fmt: skip
+        conn.execute(update, {"state": stored.state, "id": self.key(stored.originator_id),
+                              "version": stored.originator_version})  # fmt: skip
+
+    def insert(self, conn: Connection, stored: list[StoredEvent], top: int) -> int:
+        """Append ``stored`` after notification ``top``; the new newest id.
+
+        On SQLite the ids are given: a rowid table would otherwise reuse the
+        ids of deleted rows at its end, and a process whose position is one
+        of them would never see that an erasure happened.
+        """
+        column = "rowid, " if self.is_sqlite else ""
+        value = ":rowid, " if self.is_sqlite else ""
+        insert = text(f"INSERT INTO {self.events} "
+                      f"({column}originator_id, originator_version, topic, state) "
+                      f"VALUES ({value}:id, :version, :topic, :state)")  # fmt: skip
+        for offset, event in enumerate(stored, 1):
+            conn.execute(insert, {"rowid": top + offset, "id": self.key(event.originator_id),
+                                  "version": event.originator_version,
+                                  "topic": event.topic, "state": event.state})  # fmt: skip
+        return self.top(conn)
+
+    def top(self, conn: Connection) -> int:
+        """The newest notification id."""
+        found = conn.exec_driver_sql(f"SELECT max({self.id_column}) FROM {self.events}").scalar()
+        return int(found or 0)
+
+    def notifications(self, conn: Connection, sessions: list[str]) -> list[Notification]:
+        """Every remaining event of ``sessions``, in log order."""
+        select = text(f"SELECT {self.id_column}, originator_id, originator_version, topic, state "
+                      f"FROM {self.events} WHERE originator_id IN :ids")  # fmt: skip
+        select = select.bindparams(bindparam("ids", expanding=True))
+        out: list[Notification] = []
+        for chunk in _chunks([self.key(UUID(sid)) for sid in sessions]):
+            for row in conn.execute(select, {"ids": chunk}):
+                out.append(Notification(id=int(row[0]), originator_id=UUID(str(row[1])),
+                                        originator_version=int(row[2]), topic=row[3],
+                                        state=bytes(row[4])))  # fmt: skip
+        out.sort(key=lambda n: n.id)
+        return out
+
+    def compact(self) -> bool:
+        """Leave no freed page holding erased content; whether that fully succeeded."""
+        try:
+            if self.is_sqlite:
+                database = self.runtime.store.engine.url.database
+                assert database is not None
+                with sqlite3.connect(database, timeout=30, isolation_level=None) as raw:
+                    raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    raw.execute("VACUUM")
+                    busy: int = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                raw.close()
+                return busy == 0
+            names = [self.events, *([self.snapshots] if self.snapshots else []),
+                     *(table.name for table in t.PROJECTION_TABLES)]  # fmt: skip
+            with self.runtime.store.engine.connect() as conn:
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                conn.exec_driver_sql("SET lock_timeout = 30000")
+                settled = _wait_for_older_snapshots(conn)
+                conn.exec_driver_sql(f"VACUUM (FULL) {', '.join(names)}")
+            return settled
+        except Exception:
+            log.exception("compacting the database after an erasure failed; run VACUUM yourself")
+            return False
+
+
+def _wait_for_older_snapshots(conn: Connection, timeout: float = 30.0) -> bool:
+    """Wait until no transaction on the server can still see the deleted rows.
+
+    ``VACUUM (FULL)`` copies a deleted row into the new table file while any
+    transaction older than the delete is running, on any database of the
+    server (observed: another database's ``CREATE DATABASE``), so the
+    content would survive on disk.  False if one stayed past ``timeout``.
+    """
+    mark = conn.exec_driver_sql("SELECT xid(pg_current_xact_id())::text").scalar()
+    older = text("SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                 "AND (age(backend_xmin) >= age(CAST(:mark AS xid)) "
+                 "OR age(backend_xid) >= age(CAST(:mark AS xid)))")  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while conn.execute(older, {"mark": mark}).scalar():
+        if time.monotonic() > deadline:
+            log.warning("a transaction older than the erasure outlived %s s", timeout)
+            return False
+        time.sleep(0.05)
+    return True
