@@ -31,7 +31,7 @@ from sqlalchemy import Connection, bindparam, select, text
 
 from domain import events as ev
 from domain.erasure import ERASURE_TOPIC, erasure_event, quotes, summary_tombstone
-from domain.node_claim import claim_id
+from domain.node_claim import claim_id, legacy_claim_id
 from projections import tables as t
 from projections.projector import Projector
 from projections.store import WRITE_OPTION
@@ -98,7 +98,7 @@ class Eraser:
             erased = _branches(projector, root)
             nodes, structural = self._nodes(erased)  # from the tables: memory may hold a few
             referrers = _referrers(structural, set(erased))
-            rewrites = self._summary_rewrites(projector, referrers, set(nodes), erased)
+            rewrites = self._summary_rewrites(projector, referrers, {n for _, n in nodes}, erased)
             events = sum(len(self.app.events_of(UUID(sid))) for sid in erased)
             record = {
                 "session_id": root, "erased_sessions": erased, "events": events,
@@ -127,13 +127,12 @@ class Eraser:
 
     # ------------------------------------------------------------- planning
 
-    def _nodes(self, erased: list[str]) -> tuple[list[str], list[tuple[str, str, Any]]]:
-        """The erased sessions' node ids, and every attach and merge node of the store."""
+    def _nodes(self, erased: list[str]) -> tuple[list[tuple[str, str]], list[tuple[str, str, Any]]]:
+        """The erased sessions' (session, node id) pairs, and every attach and merge node."""
         c = t.nodes.c
         with self.runtime.store.engine.connect() as conn:
-            nodes = sorted(
-                conn.execute(select(c.node_id).where(c.session_id.in_(erased))).scalars()
-            )
+            found = conn.execute(select(c.session_id, c.node_id).where(c.session_id.in_(erased)))
+            nodes = sorted((r.session_id, r.node_id) for r in found)
             rows = conn.execute(
                 select(c.session_id, c.role, c.meta)
                 .where(c.role.in_(("attach", "merge")))
@@ -179,13 +178,15 @@ class Eraser:
         uuid = uuid if isinstance(uuid, UUID) else UUID(uuid)
         return uuid.hex if self.is_sqlite else uuid
 
-    def _delete(self, conn: Connection, erased: list[str], nodes: list[str],
+    def _delete(self, conn: Connection, erased: list[str], nodes: list[tuple[str, str]],
                 rewrites: list[tuple[str, Any]], audit: list[StoredEvent]) -> None:  # fmt: skip
         if self.is_sqlite:
             conn.exec_driver_sql("PRAGMA secure_delete=ON")  # freed cells are zeroed
         else:  # as the recorder does: notification ids stay in commit order
             conn.exec_driver_sql(f"LOCK TABLE {self.events_table} IN EXCLUSIVE MODE")
-        ids = [self._key(UUID(sid)) for sid in erased] + [self._key(claim_id(n)) for n in nodes]
+        # a node's claim, and the store-wide one older versions saved for its id
+        claims = [c for sid, n in nodes for c in (claim_id(sid, n), legacy_claim_id(n))]
+        ids = [self._key(UUID(sid)) for sid in erased] + [self._key(c) for c in claims]
         tables = [self.events_table] + ([self.snapshots_table] if self.snapshots_table else [])
         for table in tables:
             delete = text(f"DELETE FROM {table} WHERE originator_id IN :ids")
