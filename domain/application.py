@@ -35,7 +35,7 @@ from domain.idempotency import (
     stored_from,
 )
 from domain.limits import check_label, check_model, check_window
-from domain.node_claim import claim_id
+from domain.node_claim import InheritedIds, claim_id
 from domain.session import Session
 from domain.session_locks import SessionLocks
 from domain.store_config import database_url, eventsourcing_env
@@ -75,6 +75,7 @@ class CtxStore(Application[UUID]):
         super().__init__(merged)
         self.locks = SessionLocks()  # commands on one session take turns; sessions don't
         self.commit_resolver: CommitResolver = lambda session_id, node_id: None
+        self.inherited = InheritedIds(self._source_nodes)
 
     # ------------------------------------------------------------- plumbing
 
@@ -136,6 +137,7 @@ class CtxStore(Application[UUID]):
                     known = len(agg.nodes)
                     result = fn(agg)
                     added = list(islice(reversed(agg.nodes), len(agg.nodes) - known))
+                    self.refuse_inherited(agg, added)
                     RESULT.set((result, agg.version))
                     self._save(agg, added=added)
                 except errors.StaleVersion:
@@ -154,14 +156,41 @@ class CtxStore(Application[UUID]):
                 return result, agg.version
         raise AssertionError("unreachable")
 
-    def refuse_claimed(self, node_id: str) -> None:
-        """DuplicateNode if ``node_id`` is already a node of any session."""
-        stored = self.recorder.select_events(claim_id(node_id), limit=1)
+    def refuse_claimed(self, session_id: str, node_id: str) -> None:
+        """DuplicateNode if ``node_id`` is already a node of ``session_id``."""
+        stored = self.recorder.select_events(claim_id(session_id, node_id), limit=1)
         if stored:
             raise errors.DuplicateNode(
-                f"node id {node_id!r} is already used (node ids are unique across the store)",
-                node_id=node_id,
+                f"node id {node_id!r} is already used in this session", node_id=node_id
             )
+
+    def refuse_inherited(self, agg: Session, added: Sequence[str]) -> None:
+        """DuplicateNode if a new node of a branch reuses an id the branch shows.
+
+        A branch shows its source's history up to the branch point under the
+        source's ids; a node of its own with one of those ids would make an id
+        name two nodes in one context (a pin, a summary's covered items, a
+        checkout).  The source's nodes stored up to the branch point are
+        refused, a little more than the chain the branch shows, but decided
+        from the aggregates alone.
+        """
+        if agg.branched_from is None or not added:
+            return
+        inherited = self.inherited(agg.branched_from)
+        for node_id in added:
+            if node_id in inherited:
+                raise errors.DuplicateNode(
+                    f"node id {node_id!r} is a node of the history this branch shows",
+                    node_id=node_id,
+                )
+
+    def _source_nodes(self, session_id: str) -> tuple[dict[str, Any], Any] | None:
+        """A branch source's nodes and its own branch point, or None if it was erased."""
+        try:
+            source = self.session(session_id)
+        except errors.SessionNotFound:
+            return None
+        return source.nodes, source.branched_from
 
     def _save(self, agg: Session, added: Sequence[str] = ()) -> None:
         """Save the session's new events, the claims of its ``added`` node ids
@@ -191,7 +220,7 @@ class CtxStore(Application[UUID]):
                 if stored is not None:
                     raise IdempotentReplay(stored) from None
             for node_id in added:
-                self.refuse_claimed(node_id)
+                self.refuse_claimed(str(agg.id), node_id)
             raise errors.StaleVersion(
                 "another writer changed this session first; reload and retry"
             ) from None
@@ -255,6 +284,7 @@ class CtxStore(Application[UUID]):
             context_window=context_window, tenant=tenant, timestamp=at,
         )  # fmt: skip
         build(agg)
+        self.refuse_inherited(agg, list(agg.nodes))
         RESULT.set((agg.id, agg.version))
         self._save(agg, added=list(agg.nodes))
         return agg.id, agg.version

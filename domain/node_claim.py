@@ -1,21 +1,26 @@
-"""Node ids are unique across the whole store, enforced by the event store itself.
+"""A node id is unique in its session, enforced by the event store itself.
 
-The projections key nodes by id alone: a branch refers to its source's nodes
-by id, explain and the commit index look nodes up by id, and a merge brings
-in a peer's items under their node ids.  Two sessions holding the same id
-would make those lookups ambiguous, and the projection would refuse the
-second one *after* it was stored.  A session aggregate can only see its own
-nodes, so each new node id is claimed by a one-event ``NodeClaim``
-aggregate whose id derives from the node id, saved in the same atomic write
-as the node's event: a second claim of an id is a primary-key conflict in
-the event store, and the whole command stores nothing.
+Two sessions may both name a node ``call_0`` (a model numbers its calls, a
+deterministic agent runs twice): the projections key a node by its session
+and its id (``projections.records.node_key``).  Inside one session an id
+names one node, and each new node id is claimed by a one-event
+``NodeClaim`` aggregate whose id derives from the session and the node id,
+saved in the same atomic write as the node's event, so a second claim is a
+primary-key conflict in the event store and the whole command stores
+nothing.  A branch also refuses ids its lineage shows
+(``CtxStore.refuse_inherited``).
 
-Claims carry no content and projections skip them.
+Before per-session ids, claims derived from the node id alone
+(``legacy_claim_id``); those events stay in old stores, unused, and an
+erasure deletes both forms.  Claims carry no content and projections skip
+them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
@@ -35,7 +40,13 @@ class NodeClaim(Aggregate):
         self.session_id = session_id
 
 
-def claim_id(node_id: str) -> UUID:
+def claim_id(session_id: str, node_id: str) -> UUID:
+    """The claim of ``node_id`` inside ``session_id`` (a session id has no ``/``)."""
+    return uuid5(_NAMESPACE, f"{session_id}/{node_id}")
+
+
+def legacy_claim_id(node_id: str) -> UUID:
+    """The store-wide claim older versions saved for each node id."""
     return uuid5(_NAMESPACE, node_id)
 
 
@@ -49,6 +60,43 @@ def claim_event(node_id: str, session_id: str, at: datetime) -> NodeClaim.Create
     """
     # eventsourcing makes event classes dataclasses at run time; mypy sees the base fields only
     return NodeClaim.Created(  # type: ignore[call-arg]
-        originator_id=claim_id(node_id), originator_version=1, timestamp=at,
+        originator_id=claim_id(session_id, node_id), originator_version=1, timestamp=at,
         originator_topic=_TOPIC, node_id=node_id, session_id=session_id,
     )  # fmt: skip
+
+
+# A session's nodes (id -> the aggregate's lean record) and where it branched from
+SourceNodes = Callable[[str], "tuple[dict[str, Any], Any] | None"]
+CACHE = 1024  # branch points whose inherited ids are kept
+
+
+class InheritedIds:
+    """The node ids a branch shows from its lineage, per branch point.
+
+    The source's nodes stored up to the branch point (a little more than the
+    chain the branch shows, but decided from the aggregates alone), and so on
+    up the sources.  Those nodes never change, so the answer is kept.
+    """
+
+    def __init__(self, load: SourceNodes) -> None:
+        self.load = load
+        self.known: dict[tuple[str, str], frozenset[str]] = {}
+
+    def __call__(self, branched_from: Mapping[str, Any]) -> frozenset[str]:
+        key = (str(branched_from["session_id"]), str(branched_from["node_id"]))
+        found = self.known.get(key)
+        if found is not None:
+            return found
+        ids = {key[1]}
+        loaded = self.load(key[0])
+        if loaded is not None:  # an erased source shows nothing any more
+            nodes, source_branched = loaded
+            raw = nodes.get(key[1])
+            horizon = raw["seq"] if raw is not None else 0
+            ids.update(nid for nid, node in nodes.items() if node["seq"] <= horizon)
+            if source_branched is not None:
+                ids.update(self(source_branched))
+        if len(self.known) >= CACHE:
+            self.known.clear()
+        found = self.known[key] = frozenset(ids)
+        return found

@@ -112,8 +112,9 @@ class Session(ContextCommands, Aggregate):
     def collect_events(self) -> Sequence[Any]:
         """The new events, then a claim of each new node's id (``domain.node_claim``).
 
-        The claims go into the same atomic write as the nodes, so a node id
-        another session holds fails the whole command.  They are emitted here,
+        The claims go into the same atomic write as the nodes, so an id a
+        concurrent writer just gave a node of this session fails the whole
+        command.  They are emitted here,
         as events are collected for saving, and never when events are
         replayed, so reloading a session cannot claim anything twice.
         """

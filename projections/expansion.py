@@ -46,6 +46,8 @@ class Commits(Protocol):
 
     def items_of(self, commit_id: str) -> list[Item]: ...
 
+    def items_as(self, commit_id: str, session_id: str) -> list[Item]: ...
+
 
 def _marker(node: NodeRow, suffix: str, text: str, key: str, at: float, ord_: int) -> Item:
     return Item(
@@ -109,7 +111,11 @@ def expand_attach(projector: Commits, ctx: WorkingContext, node: NodeRow) -> Non
             touched_at=at, attached_from=key,
         ))  # fmt: skip
         return
-    items = projector.items_of(commit_id)
+    # Named as this session names nodes, to tell what it holds; each copy keeps
+    # the id it had in the source under the attach node's prefix (``inner``).
+    raw = projector.items_of(commit_id)
+    items = rebase_items(projector.dag, raw, source, node.session_id)
+    inner = {item.item_id: original.item_id for item, original in zip(items, raw, strict=True)}
     copies = [i for i in items if i.state != "summarized" and i.role != "marker"]
     if ctx.policy.generation >= 2:
         by_id = {i.item_id: i for i in items}
@@ -119,7 +125,8 @@ def expand_attach(projector: Commits, ctx: WorkingContext, node: NodeRow) -> Non
     ctx.add(_marker(node, "open", f"[Attached context from session {source}, head {head}]",
                     key, at, ctx.next_ord()))  # fmt: skip
     for item in copies:
-        copy = _copy(item, f"{node.node_id}:{item.item_id}", ctx.next_ord(), key)
+        copy_id = f"{node.node_id}:{inner.get(item.item_id, item.item_id)}"
+        copy = _copy(item, copy_id, ctx.next_ord(), key)
         if ctx.policy.generation >= 2:  # its own id, and maybe its own text: its own count
             copy.tokens = tokens_of(copy, ctx.policy)
         ctx.add(copy)
@@ -147,8 +154,10 @@ def _adopt_tighter(ctx: WorkingContext, peers: list[tuple[str, list[Item]]]) -> 
                           f"{item.state}")  # fmt: skip
 
 
-def merge_peers(projector: Commits, ctx: WorkingContext, peer_commits: list[str]) -> None:
-    peers = [(commit_id, projector.items_of(commit_id)) for commit_id in peer_commits]
+def merge_peers(
+    projector: Commits, ctx: WorkingContext, peer_commits: list[str], session_id: str
+) -> None:
+    peers = [(commit_id, projector.items_as(commit_id, session_id)) for commit_id in peer_commits]
     _adopt_tighter(ctx, peers)
     v2 = ctx.policy.generation >= 2
     owners: dict[str, str] = {}  # attach source -> the expansion staged under this head
@@ -189,3 +198,45 @@ def merge_peers(projector: Commits, ctx: WorkingContext, peer_commits: list[str]
             if shown is not item:
                 peer.tokens = tokens_of(peer, ctx.policy)
             ctx.add(peer)
+
+
+def rebase_items(dag: DagIndex, items: list[Item], owner: str, viewer: str) -> list[Item]:
+    """``owner``'s commit items, renamed as ``viewer`` names their nodes.
+
+    An item names its node as its commit's session does: by id when that
+    session shows the node, else by key (``session/node id``).  Brought into
+    another session (attach, merge), the same node must keep one name, and a
+    node of another lineage that has an id ``viewer`` also uses must not take
+    it: each reference is resolved where it was made and named again.
+    """
+    names: dict[str, str] = {}
+
+    def rename(ref: str | None) -> str | None:
+        if ref is None:
+            return None
+        if ref not in names:
+            node = dag.find(owner, ref)
+            names[ref] = dag.name_in(viewer, node) if node is not None else ref
+        return names[ref]
+
+    def rename_id(item_id: str | None) -> str | None:
+        """An item id: a node's own, or ``<node>:<suffix>`` (markers, attached copies)."""
+        if item_id is None:
+            return None
+        whole = rename(item_id)
+        if whole != item_id or ":" not in item_id:
+            return whole
+        prefix, rest = item_id.split(":", 1)
+        if dag.find(owner, prefix) is None:
+            return item_id  # a summary's id, say
+        return f"{rename(prefix)}:{rest}"
+
+    out = []
+    for item in items:
+        copy = item.copy()
+        copy.source_node_id = rename(item.source_node_id)
+        copy.item_id = rename_id(item.item_id) or item.item_id
+        copy.merged_into = rename_id(item.merged_into)
+        copy.dedup_of = rename_id(item.dedup_of)
+        out.append(copy)
+    return out

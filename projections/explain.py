@@ -63,8 +63,11 @@ def _shown(items: list[Item], node_id: str) -> Item | None:
 def explain(projector: Projector, store: ProjectionStore, session_id: str,
             node_id: str) -> dict[str, Any]:  # fmt: skip
     session = session_row(projector, session_id)
-    if node_id not in projector.dag.nodes:
+    node = projector.dag.find(session.session_id, node_id)
+    if node is None:
         raise errors.NodeNotFound(f"unknown node {node_id!r}", node_id=node_id)
+    # how this session's items name the node: by id if it shows it, else by key
+    node_id = projector.dag.name_in(session.session_id, node)
     commit_id = head_commit_id(projector, session)
     items = projector.items_of(commit_id) if commit_id else []
     lineage = ancestry(projector, commit_id)
@@ -74,14 +77,16 @@ def explain(projector: Projector, store: ProjectionStore, session_id: str,
     query = (
         select(t.transitions)
         .where(c.session_id.in_(sorted(sessions) or [session.session_id]))
-        .where((c.source_node_id == node_id) | c.item_id.in_([i.item_id for i in staged]))
+        .where(
+            c.source_node_id.in_({node_id, node.node_id})
+            | c.item_id.in_([i.item_id for i in staged])
+        )
         .order_by(c.notification_id, c.ordinal)
     )
     with store.engine.connect() as conn:
         rows = [r for r in conn.execute(query).all() if r.commit_id in lineage]
     shown = _shown(items, node_id)
-    owner = projector.dag.nodes[node_id].session_id
-    if not rows and shown is None and owner not in projector.lineage(session.session_id):
+    if not rows and shown is None and node.session_id not in projector.lineage(session.session_id):
         # Another session's node, never brought into this one by attach or merge.
         raise errors.NodeNotFound(f"node {node_id!r} is not part of session "
                                   f"{session.session_id}", node_id=node_id)  # fmt: skip

@@ -21,7 +21,7 @@ from domain.policy import Policy
 from projections import tables as t
 from projections.notification_reads import select_notifications
 from projections.projector import Projector
-from projections.records import NodeRow, Outbox, SessionRow
+from projections.records import NodeRow, Outbox, SessionRow, node_key
 from projections.session_rows import SessionRows
 from projections.store import ProjectionStore
 from projections.working_set import meta_of
@@ -127,7 +127,7 @@ class Processor:
         if not since or not held:
             return  # nothing held yet: sessions come in when first looked up
         for row in self.rows.node_rows(held, since):
-            if not dict.__contains__(projector.dag.nodes, row.node_id):
+            if not dict.__contains__(projector.dag.nodes, node_key(row.session_id, row.node_id)):
                 projector.hold_node(NodeRow.from_row(row))
                 projector.working.grew(row.session_id)
         for meta in self.rows.commit_metas(held, since):
@@ -175,7 +175,7 @@ class Processor:
             self._load_working_set(projector, since)
             return
         for row in self.store.rows_after(t.nodes, since, conn):
-            if row.node_id not in projector.dag.nodes:
+            if node_key(row.session_id, row.node_id) not in projector.dag.nodes:
                 projector.dag.add(NodeRow.from_row(row))
         for row in self.store.rows_after(t.commits, since, conn):
             raw = dict(row._mapping)

@@ -24,7 +24,7 @@ from domain.working_context import WorkingContext
 from projections.context_commit import build
 from projections.dag_index import DagIndex
 from projections.erasure import merge_erased
-from projections.expansion import expand_attach, merge_peers
+from projections.expansion import expand_attach, merge_peers, rebase_items
 from projections.item_rows import items_from_rows, node_texts
 from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow, dumps
 from projections.working_set import DEFAULT_BUDGET, LazyDict, RowSource, WorkingSet
@@ -78,12 +78,28 @@ class Projector:
         if ctx is not None:
             return [item.copy() for item in ctx.ordered()]
         meta = self.commits[commit_id]
-        return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id, self.texts_of)
+        texts_of = self.texts_in(meta.session_id)
+        return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id, texts_of)
 
-    def texts_of(self, node_id: str) -> Natural | None:
-        """A node's own texts, which stored items refer to instead of copying."""
-        node = self.dag.nodes.get(node_id)
-        return node_texts(node) if node is not None else None
+    def items_as(self, commit_id: str, session_id: str) -> list[Item]:
+        """A commit's items named as ``session_id`` names nodes (``rebase_items``)."""
+        meta = self.commits[commit_id]
+        items = self.items_of(commit_id)
+        if meta.session_id == session_id:
+            return items
+        return rebase_items(self.dag, items, meta.session_id, session_id)
+
+    def texts_in(self, session_id: str) -> Callable[[str], Natural | None]:
+        """A node's own texts, which stored items refer to instead of copying.
+
+        An item names its node as the commit's session does (``DagIndex.find``).
+        """
+
+        def texts_of(ref: str) -> Natural | None:
+            node = self.dag.find(session_id, ref)
+            return node_texts(node) if node is not None else None
+
+        return texts_of
 
     def commit_at(self, session_id: str, node_id: str) -> str | None:
         """The newest commit ``session_id`` sees at ``node_id``.
@@ -141,15 +157,15 @@ class Projector:
         self.latest_commit[(meta.session_id, meta.head_node_id)] = meta.commit_id
         self.held_commits.setdefault(meta.session_id, set()).add(meta.commit_id)
 
-    def _hold_calls_of(self, caller_id: str) -> None:
-        """Hold every session that can hang tools off ``caller_id``: its own, and
-        those branched at it (a tool's caller is a node its session knows).
+    def _hold_calls_of(self, caller: str) -> None:
+        """Hold every session that can hang tools off the node keyed ``caller``: its
+        own, and those branched at it (a tool's caller is a node its session knows).
 
         Only a call slot's versions need them all: what a head sees is its own
         chain's tools, and walking the chain brings those sessions in."""
-        if self.working is None or caller_id not in self.dag.nodes:  # loads its session
+        if self.working is None or caller not in self.dag.nodes:  # loads its session
             return
-        for session_id in self.dag.branched_at.get(caller_id, ()):
+        for session_id in self.dag.branched_at.get(caller, ()):
             self.working.fault_session(session_id)
 
     def release_session(self, session_id: str) -> None:
@@ -255,12 +271,12 @@ class Projector:
         peer_commits = [c for c in found if c is not None]
         # Items a peer already holds come in from that peer, as the peer has them,
         # rather than re-entering the base side as fresh items.
-        held = {i.item_id for c in peer_commits for i in self.items_of(c)}
+        held = {i.item_id for c in peer_commits for i in self.items_as(c, info.session_id)}
         erased = [p["session_id"] for p in event.peers
                   if p.get("session_id", info.session_id) not in self.dag.sessions]  # fmt: skip
 
         def merge(ctx: WorkingContext) -> None:
-            merge_peers(self, ctx, peer_commits)
+            merge_peers(self, ctx, peer_commits, info.session_id)
             if erased:  # a peer session that was erased leaves a tombstone
                 merge_erased(ctx, node, erased)
 
@@ -277,13 +293,14 @@ class Projector:
         prev = self.dag.previous(node)
         sid = session.session_id
         prev_commit = self.commit_at(sid, prev.node_id) if prev is not None else None
+        parent = self.dag.parent_key(node)
         fast = (
             prev is not None
             and node.sibling_of is None
             and not self._reuses_call_slot(node)
             and prev_commit is not None
-            and (node.parent == prev.node_id
-                 or (prev.role == "tool" and prev.parent == node.parent))
+            and (parent == prev.key
+                 or (prev.role == "tool" and self.dag.parent_key(prev) == parent))
         )  # fmt: skip
         removes: list[str] = []
         if fast:
@@ -302,27 +319,29 @@ class Projector:
         if node.role != "tool" or node.parent is None:
             return False
         slot = node.call_id or node.node_id
-        self._hold_calls_of(node.parent)
-        return any(
-            tool_id != node.node_id and (self.dag.nodes[tool_id].call_id or tool_id) == slot
-            for tool_id in self.dag.tools_by_caller.get(node.parent, ())
-        )
+        caller = self.dag.ref(node.session_id, node.parent)
+        self._hold_calls_of(caller)
+        tools = (self.dag.nodes[key] for key in self.dag.tools_by_caller.get(caller, ()))
+        return any(tool is not node and (tool.call_id or tool.node_id) == slot for tool in tools)
 
     def _diff(self, node: NodeRow, base_id: str | None) -> tuple[list[NodeRow], list[str]]:
         """What is new under ``node`` relative to the base, and what a retry superseded."""
+        # Every visible node is of the head's lineage, where its id is its name.
         visible = self.dag.visible(node)
         wanted = {n.node_id for n in visible}
-        slots = {(n.parent, n.call_id or n.node_id) for n in visible if n.role == "tool"}
+        slots = {(self.dag.parent_key(n), n.call_id or n.node_id) for n in visible
+                 if n.role == "tool"}  # fmt: skip
         present: set[str] = set()
         removes: list[str] = []
         if base_id is not None:
-            for item in self.items_of(base_id):
+            for item in self.items_as(base_id, node.session_id):
                 if item.source_node_id is None or item.attached_from:
                     continue
                 present.add(item.item_id)
-                src = self.dag.nodes.get(item.source_node_id)
+                src = self.dag.find(node.session_id, item.source_node_id)
                 if (src is not None and src.role == "tool" and item.item_id not in wanted
-                        and (src.parent, src.call_id or src.node_id) in slots):  # fmt: skip
+                        and (self.dag.parent_key(src), src.call_id or src.node_id)
+                        in slots):  # fmt: skip
                     # a newer version of this call is visible; a tool no version of
                     # which is on this chain came in with a merge peer and stays
                     removes.append(item.item_id)
@@ -348,7 +367,8 @@ class Projector:
             ctx, session=session, head=head,
             parent_ids=([base_id] if base_id else []) + extra_parents,
             base_checkpoint=(base.checkpoint_id, base.delta_count) if base else None,
-            event=info, new_nodes=new_nodes, texts_of=self.texts_of, removes=removes,
+            event=info, new_nodes=new_nodes, texts_of=self.texts_in(session.session_id),
+            removes=removes,
             extra=extra,
         )  # fmt: skip
         row = built.row

@@ -14,6 +14,20 @@ from domain.tenancy import DEFAULT_TENANT
 dumps = canonical_json
 
 
+def node_key(session_id: str, node_id: str) -> str:
+    """How the projection's indexes name a node: its session and its id.
+
+    Node ids are unique only in their session, so ``call_0`` of two sessions
+    are two nodes; a session id is a UUID and holds no ``/``.
+    """
+    return f"{session_id}/{node_id}"
+
+
+def key_session(key: str) -> str:
+    """The session a node key names."""
+    return key.split("/", 1)[0]
+
+
 @dataclass
 class NodeRow:
     node_id: str
@@ -37,6 +51,10 @@ class NodeRow:
     # What an item first shows of the node; filled on first use by
     # ``projections.item_rows.node_texts`` and never stored in the row.
     texts: Natural | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return node_key(self.session_id, self.node_id)
 
     def to_row(self) -> dict[str, Any]:
         return {

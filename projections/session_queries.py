@@ -106,9 +106,8 @@ def branch_nodes(projector: Projector, session_id: str, head: str | None = None)
     if head is None:
         return {"session_id": session.session_id, "version": session.version, "head": None,
                 "nodes": []}  # fmt: skip
-    node = projector.dag.nodes.get(head)
-    lineage = set(projector.lineage(session.session_id))
-    if node is None or node.session_id not in lineage:
+    node = projector.dag.resolve(session.session_id, head)
+    if node is None:
         raise errors.NodeNotFound(f"unknown node {head!r} in this session", node_id=head)
     return {"session_id": session.session_id, "version": session.version, "head": head,
             "nodes": [_node_json(n) for n in _branch(projector, node)]}  # fmt: skip
@@ -116,18 +115,18 @@ def branch_nodes(projector: Projector, session_id: str, head: str | None = None)
 
 def _branch(projector: Projector, head: NodeRow) -> list[NodeRow]:
     dag = projector.dag
-    chain = dag.chain(head.node_id)
+    chain = dag.chain(head.key)
     horizon: dict[str, int] = {}
     for node in chain:
         horizon[node.session_id] = max(horizon.get(node.session_id, 0), node.seq)
     horizon[head.session_id] = head.seq
-    chosen = {n.node_id: n for n in chain}
+    chosen = {n.key: n for n in chain}
     for node in chain:
         if node.role == "assistant":
-            for tool_id in dag.tools_by_caller.get(node.node_id, []):
-                tool = dag.nodes[tool_id]
+            for tool_key in dag.tools_by_caller.get(node.key, []):
+                tool = dag.nodes[tool_key]
                 if tool.seq <= horizon.get(tool.session_id, -1):
-                    chosen[tool_id] = tool
+                    chosen[tool_key] = tool
     return sorted(chosen.values(), key=lambda n: (dag.depth(n.session_id), n.seq))
 
 

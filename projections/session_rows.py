@@ -1,4 +1,4 @@
-"""The working set's reads: one session's rows, and which session holds an id.
+"""The working set's reads: one session's rows, and which session holds a commit.
 
 Thin SQL over the projection tables (``projections.working_set`` decides
 what to load and when).  Reads go through the batch's own connection while
@@ -34,12 +34,6 @@ class SessionRows:
             return
         with self.store.engine.connect() as own:
             yield own
-
-    def session_of_node(self, node_id: str) -> str | None:
-        query = select(t.nodes.c.session_id).where(t.nodes.c.node_id == node_id)
-        with self._connection() as conn:
-            found: str | None = conn.execute(query).scalar()
-            return found
 
     def session_of_commit(self, commit_id: str) -> str | None:
         query = select(t.commits.c.session_id).where(t.commits.c.commit_id == commit_id)

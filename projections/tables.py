@@ -58,11 +58,12 @@ sessions = Table(
     Index("ix_ctx_sessions_notification", "notification_id"),
 )
 
+# A node id is unique in its session only (revision 0010): the key is both.
 nodes = Table(
     "ctx_nodes",
     metadata,
     Column("node_id", String(64), primary_key=True),
-    Column("session_id", String(36), nullable=False),
+    Column("session_id", String(36), primary_key=True),
     Column("seq", Integer, nullable=False),
     Column("role", String(16), nullable=False),
     Column("name", Text),
@@ -117,7 +118,7 @@ transitions = Table(
     Column("session_id", String(36), nullable=False),
     Column("commit_id", String(32), nullable=False),
     Column("item_id", Text, nullable=False),  # nested attaches prefix ids: unbounded
-    Column("source_node_id", String(64)),
+    Column("source_node_id", String(160)),  # an id, or another lineage's node key (0010)
     Column("from_state", String(16), nullable=False),
     Column("to_state", String(16), nullable=False),
     Column("rule", String(32), nullable=False),

@@ -6,7 +6,7 @@ and start-up grow with the store, not with what is asked of it.  With one,
 only the session rows (one small row per session) and a count of each
 session's nodes are read at start; a session's nodes and commit metadata
 come in from the projection tables the first time anything looks one of
-them up (its own id, a node id, a commit id), together with the sessions it
+them up (its own id, a node key, a commit id), together with the sessions it
 branches from, attaches or merges as those are looked up in turn, and the
 least recently used sessions go again once more than ``budget`` nodes are
 held.  Sessions changed in the batch being projected are never evicted:
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 from domain.store_config import WORKING_SET
-from projections.records import CommitMeta, NodeRow
+from projections.records import CommitMeta, NodeRow, key_session
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -58,8 +58,6 @@ class LazyDict(dict[K, V]):
 
 class RowSource(Protocol):
     """What the working set reads from the projection tables."""
-
-    def session_of_node(self, node_id: str) -> str | None: ...
 
     def session_of_commit(self, commit_id: str) -> str | None: ...
 
@@ -133,8 +131,11 @@ class WorkingSet:
         if session_id in self.loaded:
             self.loaded[session_id] += 1
 
-    def fault_node(self, node_id: object) -> bool:
-        return self._fault_via(self.source.session_of_node, node_id)
+    def fault_node(self, key: object) -> bool:
+        """A node key names its session (``records.node_key``): no query needed."""
+        if not isinstance(key, str) or "/" not in key:
+            return False
+        return self.fault_session(key_session(key))
 
     def fault_commit(self, commit_id: object) -> bool:
         return self._fault_via(self.source.session_of_commit, commit_id)

@@ -33,7 +33,7 @@ from domain.erasure import (
     summary_tombstone,
 )
 from domain.errors import SessionNotFound
-from domain.node_claim import claim_id
+from domain.node_claim import claim_id, legacy_claim_id
 from projections import reproject as rp
 from projections import tables as t
 from projections.projector import Projector
@@ -178,7 +178,9 @@ class Eraser:
                 audit.append(self.app.mapper.to_stored_event(erasure_event(sid, version, when,
                                                                            record)))  # fmt: skip
         erased = plan.erased
-        claims = [claim_id(n) for sid in erased for n in plan.nodes.get(sid, ())]
+        # a node's claim, and the store-wide one older versions saved for its id
+        claims = [c for sid in erased for n in plan.nodes.get(sid, ())
+                  for c in (claim_id(sid, n), legacy_claim_id(n))]  # fmt: skip
         with runtime.store.engine.connect() as conn:
             conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():
@@ -228,7 +230,8 @@ class Eraser:
             structural = [rp.Structural(r.session_id, r.role, json.loads(r.meta),
                                         r.notification_id) for r in rows]  # fmt: skip
             reprojected = rp.scope(conn, projector.dag.sessions, structural, set(erased))
-        names = {n for ids in nodes.values() for n in ids}
+        # an erased node as its own session names it, and as copies elsewhere name it
+        names = {name for sid, ids in nodes.items() for n in ids for name in (n, f"{sid}/{n}")}
         rewrites = self._summary_rewrites(projector, reprojected, names, erased)
         return _Plan(groups, nodes, structural, rewrites, reprojected, projector.position)
 

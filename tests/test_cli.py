@@ -311,10 +311,13 @@ def test_worker_waits_out_a_busy_database_instead_of_exiting(
     assert "database is locked" in err and "retrying" in err
 
 
-def test_an_id_another_session_holds_refuses_the_whole_import(
+def test_an_id_used_twice_refuses_the_whole_import(
     capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
 ) -> None:
-    """The one write of the whole session fails on the clash; the error names its line."""
+    """The whole session is refused on the clash; the error names its line.
+
+    An id another session holds is free (ids are unique per session): the
+    first import holds ``a1`` too."""
     imported(capsys, db, write(tmp_path / "first.jsonl", SMALL))
     app = CtxStore(url=db)
     try:
@@ -322,10 +325,11 @@ def test_an_id_another_session_holds_refuses_the_whole_import(
     finally:
         app.close()
     clash = [SMALL[0], {"type": "node", "id": "mine1", "role": "user", "input": "a"},
-             {"type": "node", "id": "a1", "role": "user", "input": "b"}]  # fmt: skip
+             {"type": "node", "id": "a1", "role": "user", "input": "b"},
+             {"type": "node", "id": "mine1", "role": "user", "input": "c"}]  # fmt: skip
     status, _, err = run(capsys, "import", str(write(tmp_path / "second.jsonl", clash)),
                          "--db", db)  # fmt: skip
-    assert status == 2 and "duplicate_node" in err and "line 3" in err
+    assert status == 2 and "duplicate_node" in err and "line 4" in err
     app = CtxStore(url=db)
     try:
         assert len(app.recorder.select_notifications(start=1, limit=10_000)) == stored
@@ -461,14 +465,22 @@ def test_export_into_a_closed_pipe_stops_quietly(
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_an_export_imported_into_the_store_it_came_from_names_the_clashing_id(
+def test_an_export_imports_again_into_the_store_it_came_from(
     capsys: pytest.CaptureFixture[str], db: str, tmp_path: Path
 ) -> None:
+    """A second copy keeps its node ids: they are unique per session, not per store."""
     sid = imported(capsys, db, SAMPLE)
     out = tmp_path / "export.jsonl"
     assert run(capsys, "export", sid, "--db", db, "--out", str(out))[0] == 0
-    status, _, err = run(capsys, "import", str(out), "--db", db)
-    assert status == 2 and "duplicate_node" in err and "line 2:" in err, err
+    status, copy, err = run(capsys, "import", str(out), "--db", db)
+    assert status == 0, err
+    app = CtxStore(url=db)
+    try:
+        ids = [[getattr(e, "node_id", None) for e in app.session_events(s)]
+               for s in (sid, copy.strip())]  # fmt: skip
+    finally:
+        app.close()
+    assert ids[0] == ids[1] and len(set(ids[0]) - {None}) > 1
 
 
 def test_importing_an_export_recreates_the_session(
@@ -535,9 +547,9 @@ def test_importing_an_export_recreates_the_session(
         assert rt.rendered(new, "anthropic")["request"] == original["render"]
     finally:
         rt.close()
-    # the same file again: its node ids are taken now
+    # the same file again: a third session, with the same node ids (unique per session)
     status, _, err = run(capsys, "import", str(out), "--db", store_url)
-    assert status == 2 and "duplicate_node" in err
+    assert status == 0, err
 
 
 def test_an_export_that_names_a_session_not_here_is_refused_by_line(

@@ -20,16 +20,22 @@ import pytest
 from projections.rebuild import rebuild_and_compare
 from service.runtime import Runtime
 
-FIXTURE = Path(__file__).parent / "fixtures" / "legacy_store.db.gz"
+FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURE = FIXTURES / "legacy_store.db.gz"
+# written by main at 279e8df, when node ids were claimed store-wide (revision 0009)
+BEFORE_SESSION_IDS = FIXTURES / "store_before_session_ids.db.gz"
 LATER = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def unpacked(fixture: Path, path: Path) -> str:
+    with gzip.open(fixture, "rb") as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return f"sqlite:///{path}"
 
 
 @pytest.fixture
 def legacy(tmp_path: Path) -> str:
-    path = tmp_path / "legacy.db"
-    with gzip.open(FIXTURE, "rb") as src, open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return f"sqlite:///{path}"
+    return unpacked(FIXTURE, tmp_path / "legacy.db")
 
 
 def sessions(rt: Runtime) -> dict[str, dict[str, Any]]:
@@ -73,3 +79,35 @@ def test_legacy_sessions_belong_to_the_default_tenant(legacy: str) -> None:
             rt.session_info(main, tenant="acme")
     finally:
         rt.close()
+
+
+def test_a_store_from_before_session_scoped_ids_upgrades_then_reuses_ids(tmp_path: Path) -> None:
+    """Revision 0010 rebuilds the projections from the unchanged events; then two
+    sessions (old or new) may both use ``call_0``, and an id stays unique in its session."""
+    url = unpacked(BEFORE_SESSION_IDS, tmp_path / "before.db")
+    rt = Runtime(url)
+    try:
+        found = sessions(rt)
+        assert set(found) == {"legacy main", "legacy branch", "legacy notes"}
+        main = found["legacy main"]["session_id"]
+        notes = found["legacy notes"]["session_id"]
+        branch = found["legacy branch"]["session_id"]
+        head = rt.head_commit(main)
+        assert head["head_node_id"] == "final" and len(head["parent_ids"]) == 1
+        assert rt.explain(main, "t5")["transitions"], "its audit trail was rebuilt"
+        shown = rt.head_commit(branch)["items"]
+        assert [i["item_id"] for i in shown[-2:]] == ["bu1", "ba1"]
+        # ids other sessions hold are free in this one; its own are not
+        rt.execute("append_node", notes, role="user", node_id="task", input="mine", at=LATER)
+        with pytest.raises(Exception, match="already exists"):
+            rt.execute("append_node", notes, role="user", node_id="n1", at=LATER)
+        with pytest.raises(Exception, match="history this branch shows"):
+            rt.execute("append_node", branch, role="user", node_id="a99", at=LATER)
+        for title in ("run 1", "run 2"):
+            sid = str(rt.execute("start_session", title, at=LATER)[0])
+            rt.execute("append_node", sid, role="user", node_id="u", input="go", at=LATER)
+            rt.execute("append_node", sid, role="assistant", node_id="call_0", at=LATER)
+            assert rt.head_commit(sid)["head_node_id"] == "call_0"
+    finally:
+        rt.close()
+    assert rebuild_and_compare(url)["identical"]

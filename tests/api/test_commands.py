@@ -500,8 +500,6 @@ DOMAIN_REFUSALS: list[tuple[str, str, dict[str, Any], int, str]] = [
     ("provider over 64", "/model", {"model": "p" * 65 + ":m"}, 422, "invalid_command"),
     ("time out of range", "/nodes", {"role": "user", "at": "0001-01-01T00:00:00+01:00"}, 422,
      "invalid_request"),
-    ("another session's node id", "/nodes", {"role": "user", "node_id": "o1"}, 409,
-     "duplicate_node"),
 ]  # fmt: skip
 
 
@@ -513,6 +511,14 @@ def test_domain_refusals(world: World, case: tuple[str, str, dict[str, Any], int
         body["peers"] = [{k: (world.sid.upper() if v == "SELF_UPPER" else v)
                           for k, v in peer.items()} for peer in body["peers"]]  # fmt: skip
     refused(world.client, world.sid, f"/sessions/{world.sid}{path}", status, code, body)
+
+
+def test_another_sessions_node_id_is_free_in_this_one(world: World) -> None:
+    """Node ids are unique per session (the model's own ids repeat across sessions)."""
+    r = world.client.post(f"/sessions/{world.sid}/nodes", json={"role": "user", "node_id": "o1"})
+    assert r.status_code == 201 and r.json()["node_id"] == "o1", r.text
+    nodes = world.client.get(f"/sessions/{world.sid}/nodes").json()["nodes"]
+    assert [n["session_id"] for n in nodes if n["node_id"] == "o1"] == [world.sid]
 
 
 @pytest.mark.parametrize("spelling", ["upper", "hex", "urn", "braces"])

@@ -244,3 +244,20 @@ def test_two_tenants_never_see_each_others_data(runtime: Any) -> None:
                 suppress_health_check=list(HealthCheck),
             ),  # fmt: skip
         )
+
+
+def test_two_tenants_both_name_a_node_the_same(runtime: Any) -> None:
+    """Node ids are unique per session: a 409 on an id another tenant holds would tell
+    one tenant the other's ids (they used to be claimed store-wide)."""
+    with TestClient(create_app(runtime), base_url="http://localhost") as client:
+        keys = KeyStore(runtime.store.engine)
+        for tenant in ("acme", "globex"):
+            auth = {"Authorization": f"Bearer {keys.create(tenant, 'write')[1]}"}
+            made = client.post("/sessions", json={"title": "t"}, headers=auth)
+            assert made.status_code == 201, made.text
+            path = f"/sessions/{made.json()['session_id']}/nodes"
+            node = {"role": "user", "input": "secret plan", "node_id": "merger-plan"}
+            first = client.post(path, json=node, headers=auth)
+            assert first.status_code == 201 and first.json()["node_id"] == "merger-plan"
+            again = client.post(path, json=node, headers=auth)
+            assert again.status_code == 409, "within a session an id is still taken"

@@ -447,10 +447,15 @@ def test_an_imported_session_is_one_write_or_none(app: CtxStore) -> None:
 
     def clashing(agg: Session) -> None:
         agg.append_node("user", node_id="ku1", input="hi")
-        agg.append_node("user", node_id="iu1", input="an id the first import holds")
+        agg.append_node("user", node_id="iu1", input="an id the branch shows from its source")
 
+    # An id another session holds is its own business; an exported branch must not
+    # reuse an id of the history it shows, and is refused whole before any write.
     with pytest.raises(errors.DuplicateNode) as info:
-        app.import_session("clash", "openai:gpt-4o", None, None, clashing)
+        app.import_session("clash", "openai:gpt-4o", None, None, clashing,
+                           branched_from={"session_id": str(sid), "node_id": "ia1"})  # fmt: skip
     assert info.value.details["node_id"] == "iu1"
     assert app.recorder.max_notification_id() == before
-    assert writes[1:] == [1 + 2 + 2]  # one write tried, refused whole
+    assert writes[1:] == []
+    other, _ = app.import_session("same ids", "openai:gpt-4o", None, None, build)
+    assert [e.node_id for e in app.session_events(other)[1:4]] == ["iu1", "ia1", "it1"]

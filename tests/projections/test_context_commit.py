@@ -183,7 +183,7 @@ def test_attach_copies_the_source_commit_between_markers(rt: Runtime) -> None:
 
 def test_attaches_nested_five_deep_keep_long_item_ids_auditable(rt: Runtime) -> None:
     """Each level prefixes the copied ids; the audit rows must hold them all."""
-    sid = start(rt, "level 0")
+    sid = level0 = start(rt, "level 0")
     add(rt, sid, "user", "q")
     add(rt, sid, "assistant", "calling", 1)
     tool = add(rt, sid, "tool", name="grep", input={}, output="hit\n" * 50, minute=2,
@@ -193,6 +193,8 @@ def test_attaches_nested_five_deep_keep_long_item_ids_auditable(rt: Runtime) -> 
         add(rt, outer, "user", f"look at level {level - 1}", 3 * level)
         rt.execute("attach", outer, sid, at=at(3 * level + 1))
         sid = outer
+    # another lineage's node: the copies name it by key
+    tool = f"{level0}/{tool}"
     copied = [i for i in items(rt, sid) if i["source_node_id"] == tool]
     assert len(copied) == 1 and len(copied[0]["item_id"]) > 160
     for turn in range(6):  # the copied tool leaves the tail window and ages

@@ -414,7 +414,8 @@ def test_an_attach_node_explains_the_items_it_staged(rt: Runtime) -> None:
     staged = {i["item_id"]: i for i in out["staged"]}
     copy = staged[f"{node}:{their_tool}"]
     assert copy["state"] == "aged" and copy["transitions"][0]["rule"] == "tool_aging"
-    assert rt.explain(sid, their_tool)["current"]["item_id"] == copy["item_id"]
+    # another session's node, named by key (its bare id names nothing in this session)
+    assert rt.explain(sid, f"{other}/{their_tool}")["current"]["item_id"] == copy["item_id"]
 
 
 def test_a_pinned_capped_result_stays_capped_when_a_retry_rebuilds_it(rt: Runtime) -> None:
