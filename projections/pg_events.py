@@ -30,6 +30,9 @@ from typing import Any
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
+from psycopg import Cursor
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Composed, Identifier
 
 
 class UnpipelinedRecorder(PostgresApplicationRecorder):
@@ -53,3 +56,30 @@ class UnpipelinedRecorder(PostgresApplicationRecorder):
             with conn.cursor() as curs:
                 self._insert_stored_events(curs, stored_events, **kwargs)
                 return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+
+    def _insert_stored_events(
+        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **_: Any
+    ) -> None:
+        """Lock, notify, insert, with the events sent as binary arrays (``%b``).
+
+        eventsourcing sends them as one array of a composite type, in text:
+        escaping an 8 MB ``state`` took 250 ms of regular expressions in
+        the client, after the table lock was taken, so every other writer
+        waited for it too; bytes in binary need no escaping at all.
+        """
+        columns = list(zip(*((e.originator_id, e.originator_version, e.topic, e.state)
+                             for e in stored_events), strict=True))  # fmt: skip
+        self._lock_table(curs)
+        self._notify_channel(curs)
+        curs.execute(self._binary_insert(), [list(c) for c in columns])
+
+    def _binary_insert(self) -> Composed:
+        return SQL(
+            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
+            "SELECT * FROM unnest(%b::{id_type}[], %b::bigint[], %b::text[], %b::bytea[]) "
+            "RETURNING notification_id"
+        ).format(
+            schema=Identifier(self.datastore.schema),
+            table=Identifier(self.events_table_name),
+            id_type=SQL(self.datastore.originator_id_type),
+        )
