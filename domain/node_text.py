@@ -19,7 +19,7 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 # Large texts the write side encoded ahead of the projection (``remember_json``).
 MEMO_MIN = 64 * 1024  # characters: below this, encoding costs less than looking up
 MEMO_MAX = 64 * 1024 * 1024  # characters held in all, oldest dropped first
-_memo: OrderedDict[str, str] = OrderedDict()
+_memo: OrderedDict[str, tuple[str, int]] = OrderedDict()  # text -> (its JSON, uses left)
 _memo_size = 0
 _memo_lock = threading.Lock()
 
@@ -36,8 +36,12 @@ def canonical_json(value: Any) -> str:
         with _memo_lock:
             found = _memo.pop(value, None)
             if found is not None:
-                _memo_size -= len(value)
-                return found
+                encoded, uses = found
+                if uses > 1:  # two nodes of one batch with the same text
+                    _memo[value] = (encoded, uses - 1)
+                else:
+                    _memo_size -= len(value)
+                return encoded
     return _CANONICAL.encode(value)
 
 
@@ -53,11 +57,17 @@ def remember_json(*values: Any) -> None:
     for value in values:
         if type(value) is not str or len(value) < MEMO_MIN or len(value) > MEMO_MAX // 4:
             continue
+        with _memo_lock:
+            held = _memo.pop(value, None)
+            if held is not None:
+                _memo[value] = (held[0], held[1] + 1)
+                continue
         encoded = _CANONICAL.encode(value)
         with _memo_lock:
-            if value not in _memo:
+            held = _memo.pop(value, None)
+            if held is None:
                 _memo_size += len(value)
-            _memo[value] = encoded
+            _memo[value] = (encoded, held[1] + 1 if held else 1)
             while _memo_size > MEMO_MAX:
                 dropped, _ = _memo.popitem(last=False)
                 _memo_size -= len(dropped)
