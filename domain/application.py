@@ -38,7 +38,7 @@ from domain.limits import check_label, check_model, check_window
 from domain.node_claim import InheritedIds, claim_id
 from domain.session import Session
 from domain.session_locks import SessionLocks
-from domain.store_config import database_url, eventsourcing_env
+from domain.store_config import PG_RECORDER_TOPIC, database_url, eventsourcing_env
 from domain.tenancy import DEFAULT_TENANT, check_owner, check_tenant
 
 T = TypeVar("T")
@@ -72,6 +72,11 @@ class CtxStore(Application[UUID]):
         ):
             merged.update(eventsourcing_env(url or database_url()))
         merged.update(given)
+        # eventsourcing's own PostgreSQL recorder hangs on large events
+        # (projections.pg_events); an operator's own choice of recorder still wins.
+        module = merged.get("PERSISTENCE_MODULE") or os.environ.get("PERSISTENCE_MODULE")
+        if module == "eventsourcing.postgres" and "APPLICATION_RECORDER_TOPIC" not in os.environ:
+            merged.setdefault("APPLICATION_RECORDER_TOPIC", PG_RECORDER_TOPIC)
         super().__init__(merged)
         self.locks = SessionLocks()  # commands on one session take turns; sessions don't
         self.commit_resolver: CommitResolver = lambda session_id, node_id: None

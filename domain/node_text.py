@@ -9,19 +9,68 @@ JSON spelling for structured content.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from domain.content_blocks import Block, blocks_of, text_view
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+# Large texts the write side encoded ahead of the projection (``remember_json``).
+MEMO_MIN = 64 * 1024  # characters: below this, encoding costs less than looking up
+MEMO_MAX = 64 * 1024 * 1024  # characters held in all, oldest dropped first
+_memo: OrderedDict[str, tuple[str, int]] = OrderedDict()  # text -> (its JSON, uses left)
+_memo_size = 0
+_memo_lock = threading.Lock()
 
 
 def canonical_json(value: Any) -> str:
     """``json.dumps(value, sort_keys=True, separators=(",", ":"))``, one encoder built once.
 
     Byte-identical rebuilds depend on it: equal values always give equal text.
+    A large text the write side remembered is taken from the memo instead
+    (the same text: the memo is keyed by the value itself).
     """
+    if type(value) is str and len(value) >= MEMO_MIN:
+        global _memo_size
+        with _memo_lock:
+            found = _memo.pop(value, None)
+            if found is not None:
+                encoded, uses = found
+                if uses > 1:  # two nodes of one batch with the same text
+                    _memo[value] = (encoded, uses - 1)
+                else:
+                    _memo_size -= len(value)
+                return encoded
     return _CANONICAL.encode(value)
+
+
+def remember_json(*values: Any) -> None:
+    """Encode large texts now, for the projection's ``canonical_json`` of the same text.
+
+    Called while a command builds its node, under that session's lock only.
+    Projecting the node happens under a lock every session's catch-up takes;
+    escaping 8 MB of text there held it for tens of milliseconds (issue 13).
+    Looking a text up costs a hash and a compare, a few milliseconds.
+    """
+    global _memo_size
+    for value in values:
+        if type(value) is not str or len(value) < MEMO_MIN or len(value) > MEMO_MAX // 4:
+            continue
+        with _memo_lock:
+            held = _memo.pop(value, None)
+            if held is not None:
+                _memo[value] = (held[0], held[1] + 1)
+                continue
+        encoded = _CANONICAL.encode(value)
+        with _memo_lock:
+            held = _memo.pop(value, None)
+            if held is None:
+                _memo_size += len(value)
+            _memo[value] = (encoded, held[1] + 1 if held else 1)
+            while _memo_size > MEMO_MAX:
+                dropped, _ = _memo.popitem(last=False)
+                _memo_size -= len(dropped)
 
 
 def text_of(value: Any) -> str:

@@ -41,7 +41,7 @@ from domain.limits import (
     check_window,
 )
 from domain.node_claim import claim_event
-from domain.node_text import node_blocks, node_texts
+from domain.node_text import node_blocks, node_texts, remember_json
 from domain.nodes import ROLES, NodeRef
 from domain.session_context import ContextCommands
 from domain.tenancy import DEFAULT_TENANT
@@ -232,6 +232,7 @@ class Session(ContextCommands, Aggregate):
             ),
             timestamp=at,
         )
+        remember_json(input, output)  # for the projection, outside its lock
         return node_id
 
     def _resolve_edge(
@@ -336,6 +337,7 @@ class Session(ContextCommands, Aggregate):
                                            node_blocks(ref.role, input, output)),
             timestamp=at,
         )  # fmt: skip
+        remember_json(input, output)  # for the projection, outside its lock
         return node_id
 
     def checkout(self, node_id: str, version: int | None = None, at: datetime | None = None) -> str:

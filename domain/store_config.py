@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from urllib.parse import unquote, urlparse
 
 DEFAULT_URL = "sqlite:///ctxstore.db"
+# eventsourcing's PostgreSQL recorder hangs on large events (projections.pg_events).
+PG_RECORDER_TOPIC = "projections.pg_events:UnpipelinedRecorder"
 
 
 def database_url(env: Mapping[str, str] | None = None) -> str:

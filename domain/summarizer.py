@@ -17,6 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
+from domain.gist import first_line_gist, first_sentence_gist
+
 Items = list[dict[str, Any]]
 
 DEFAULT_MAX_CHARS = 1200
@@ -48,24 +50,6 @@ class Summarizer(Protocol):
     name: str
 
     def summarize(self, items: Items) -> str: ...
-
-
-def _first_line(text: Any) -> str:
-    """The first non-empty line of ``text``, whitespace collapsed."""
-    for line in str(text or "").splitlines():
-        line = " ".join(line.split())
-        if line:
-            return line
-    return ""
-
-
-def _first_sentence(text: Any) -> str:
-    """The first sentence of the first non-empty line."""
-    line = _first_line(text)
-    for i, ch in enumerate(line):
-        if ch in ".!?" and (i + 1 == len(line) or line[i + 1] == " "):
-            return line[: i + 1]
-    return line
 
 
 def _plural(n: int, word: str) -> str:
@@ -100,13 +84,13 @@ class ExtractiveSummarizer:
                              if line.startswith("- "))  # fmt: skip
                 continue
             if role == "tool":
-                line = _first_line(rendered)
+                line = first_line_gist(rendered, MAX_LINE_CHARS)
                 tool = str(item.get("name") or "tool")
                 gist = f"{tool}: {line}" if line else tool
             elif role in ("user", "assistant"):
-                gist = _first_sentence(rendered)
+                gist = first_sentence_gist(rendered, MAX_LINE_CHARS)
             else:
-                gist = _first_line(rendered)
+                gist = first_line_gist(rendered, MAX_LINE_CHARS)
             if gist:
                 lines.append(f"- {role}: {_clip(gist)}")
         order = sorted(counts, key=lambda r: (ROLE_ORDER.get(r, len(ROLE_ORDER)), r))

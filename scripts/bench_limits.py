@@ -2,7 +2,8 @@
 
 Starts ``uvicorn api.app:create_app --factory`` (one worker) on a free
 loopback port over a temporary SQLite store (and over ``--url``, a
-PostgreSQL database, if given), then prints, side by side:
+PostgreSQL database, if given), then prints for each store, and then the
+stores side by side:
 
 1. **A 100 MB body**, sent once with its ``Content-Length`` and once chunked:
    the answer (``413 body_too_large``) and the server's RSS growth, current
@@ -198,17 +199,49 @@ def report(name: str, r: dict[str, Any]) -> None:
               f"[target <= {P99_TARGET_RATIO:g}x: {verdict}]")  # fmt: skip
 
 
+def figures(r: dict[str, Any]) -> dict[str, str]:
+    """One store's figures, a line each, for the side-by-side table."""
+    out = {f"100 MB body ({how}): RSS peak": f"+{after[1] - before[0]:.1f} MB"
+           for how, (_, before, after) in r["huge"].items()}  # fmt: skip
+    base = p99(r["baseline"])
+    out["append p99, another session, alone"] = f"{base:.1f} ms"
+    for key, what in (("stored", "stored"), ("parsed", "parsed, refused")):
+        if r[key] is None:
+            out[f"  ... while 8 MB bodies are {what}"] = "not run (stalled)"
+            continue
+        loaded = p99(r[key][0])
+        stall = " STALLED" if stalled(r[key]) else ""
+        out[f"  ... while 8 MB bodies are {what}"] = (
+            f"{loaded:.1f} ms = {loaded / base:.1f}x{stall}"
+        )
+    return out
+
+
+def side_by_side(results: dict[str, dict[str, Any]]) -> None:
+    """The stores' figures in columns (target: RSS peak < 50 MB, p99 <= 2x alone)."""
+    columns = {name: figures(r) for name, r in results.items()}
+    rows = list(next(iter(columns.values())))
+    width = max(map(len, rows))
+    print("\n" + " " * width + " | " + " | ".join(f"{name:>22}" for name in columns))
+    for row in rows:
+        print(f"{row:<{width}} | " + " | ".join(f"{c[row]:>22}" for c in columns.values()))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--appends", type=int, default=200)
     parser.add_argument("--url", help="also run on this PostgreSQL server (an admin URL: a "
                         "scratch database is created there and dropped)")  # fmt: skip
     args = parser.parse_args(argv)
+    results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        report("SQLite", bench(f"sqlite:///{tmp}/bench.db", args.appends))
+        results["SQLite"] = bench(f"sqlite:///{tmp}/bench.db", args.appends)
+        report("SQLite", results["SQLite"])
     if args.url:
         with scratch_database(args.url) as url:
-            report(f"PostgreSQL {url}", bench(url, args.appends))
+            results["PostgreSQL"] = bench(url, args.appends)
+            report(f"PostgreSQL {url}", results["PostgreSQL"])
+    side_by_side(results)
     return 0
 
 
