@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from domain import errors as domain_errors
+from domain.erasure import TenantNotConfirmed
 from domain.errors import DomainError, WriteContention
 from domain.summarizer import SummarizerError
 from projections.store import DATABASE_ERRORS, database_error_line
@@ -57,6 +58,7 @@ STATUS: dict[type[DomainError], int] = {
     domain_errors.StaleVersion: 409,
     domain_errors.NothingToCompact: 409,
     domain_errors.InvalidIdempotencyKey: 400,
+    TenantNotConfirmed: 400,
 }
 
 

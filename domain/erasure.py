@@ -32,7 +32,6 @@ class TenantNotConfirmed(DomainError):
     """Erasing a whole tenant names it twice: a stray ``DELETE /tenant`` erases nothing."""
 
     code = "tenant_not_confirmed"
-    status = 400
 
 
 class Erasure(Aggregate):
