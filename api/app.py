@@ -77,7 +77,7 @@ def create_app(
             if owned:
                 runtime.close()
 
-    routes = [Route(ep.path, ep.handler, methods=[ep.method]) for ep in ENDPOINTS]
+    routes = [Route(ep.route, ep.handler, methods=[ep.method]) for ep in ENDPOINTS]
     routes += routes_ui.ROUTES
     app = Starlette(
         routes=routes,

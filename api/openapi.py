@@ -34,6 +34,17 @@ class Endpoint:
     media_type: str = "application/json"
     errors: tuple[int, ...] = ()
     response: type[BaseModel] | None = None
+    # path parameters that may hold a ``/`` (an item copied from another session
+    # names its node ``session/node_id``): Starlette's ``path`` convertor
+    slashed: tuple[str, ...] = ()
+
+    @property
+    def route(self) -> str:
+        """The Starlette route of ``path`` (the OpenAPI template)."""
+        out = self.path
+        for name in self.slashed:
+            out = out.replace(f"{{{name}}}", f"{{{name}:path}}")
+        return out
 
 
 ERROR_SCHEMA = {

@@ -204,7 +204,7 @@ ENDPOINTS = [
     Endpoint("GET", f"{S}/timeline", timeline, "Every context commit, oldest first",
              response=r.Timeline),
     Endpoint("GET", f"{S}/explain/{{nid}}", explain, "Why a node's item is in its state",
-             response=r.Explanation),
+             response=r.Explanation, slashed=("nid",)),
     Endpoint("GET", f"{S}/occupancy", occupancy, "How full the context window is",
              response=r.Occupancy),
     Endpoint("GET", f"{S}/budget", budget, "The window's budget and its thresholds",
