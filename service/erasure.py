@@ -230,8 +230,9 @@ class Eraser:
             structural = [rp.Structural(r.session_id, r.role, json.loads(r.meta),
                                         r.notification_id) for r in rows]  # fmt: skip
             reprojected = rp.scope(conn, projector.dag.sessions, structural, set(erased))
-        # an erased node as its own session names it, and as copies elsewhere name it
-        names = {name for sid, ids in nodes.items() for n in ids for name in (n, f"{sid}/{n}")}
+        # an erased node as copies in other sessions name it: a bare id is ambiguous
+        # there (another session may own a node of that id), the key is not
+        names = {f"{sid}/{n}" for sid, ids in nodes.items() for n in ids}
         rewrites = self._summary_rewrites(projector, reprojected, names, erased)
         return _Plan(groups, nodes, structural, rewrites, reprojected, projector.position)
 
@@ -239,7 +240,8 @@ class Eraser:
         self, projector: Projector, sessions: list[str], nodes: set[str], erased: list[str]
     ) -> list[tuple[str, Any]]:
         """The summaries other sessions recorded over copies of the erased content."""
-        names = set(nodes)  # erased node ids, then tainted summary ids as they are found
+        keys = set(nodes)  # the erased nodes' keys (``session/node_id``)
+        names: set[str] = set()  # the tainted summaries' ids (unique store-wide), as found
         summaries = [(sid, e) for sid in sessions for e in self.app.events_of(UUID(sid))
                      if isinstance(e, ev.SummaryRecorded)]  # fmt: skip
         tainted: dict[tuple[str, int], tuple[str, Any]] = {}
@@ -248,7 +250,7 @@ class Eraser:
             changed = False
             for sid, event in summaries:
                 key = (sid, event.originator_version)
-                if key in tainted or not self._quotes(projector, event, names):
+                if key in tainted or not self._quotes(projector, event, keys, names):
                     continue
                 tainted[key] = (sid, event)
                 names.add(event.summary_id)
@@ -257,13 +259,19 @@ class Eraser:
         return [(sid, dataclasses.replace(e, text=text)) for sid, e in tainted.values()]
 
     @staticmethod
-    def _quotes(projector: Projector, event: Any, names: set[str]) -> bool:
-        if any(quotes(c, names) for c in event.covered):
+    def _quotes(projector: Projector, event: Any, keys: set[str], summaries: set[str]) -> bool:
+        """Whether ``event`` summarized a copy of an erased node or of a tainted summary.
+
+        Copies are told by the node their item names (``source_node_id``, the
+        erased node's key), never by a bare id, which another session's own
+        node may share; summary ids are unique, so a copy's id suffix will do.
+        """
+        if any(quotes(c, summaries) for c in event.covered):
             return True
         if event.commit not in projector.commits:
             return False
         by_id = {i.item_id: i for i in projector.items_of(event.commit)}
-        return any((item := by_id.get(c)) is not None and item.source_node_id in names
+        return any((item := by_id.get(c)) is not None and item.source_node_id in keys
                    for c in event.covered)  # fmt: skip
 
 

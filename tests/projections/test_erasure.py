@@ -108,3 +108,26 @@ def test_another_process_forgets_the_erased_session(rt: Runtime, store_url: str)
     finally:
         other.close()
     assert rebuild_and_compare(store_url)["identical"] is True
+
+
+# Node ids are unique per session only: a bare id of the erased session names
+# nothing of another session, so another session's own nodes of that id (and
+# its summaries over them) are not copies of erased content.
+def _numbered_turns(rt: Runtime, sid: Any, text: str, count: int) -> None:
+    for i in range(count):
+        rt.execute("append_node", sid, role="user", input=f"{text} asks {i}", node_id=f"u{i}")
+        rt.execute("append_node", sid, role="assistant", output=f"{text} says {i}",
+                   node_id=f"a{i}")  # fmt: skip
+
+
+def test_own_summary_of_a_referrer_is_kept_when_ids_collide(rt: Runtime, store_url: str) -> None:
+    a, _ = rt.execute("start_session", "A (erased)")
+    _numbered_turns(rt, a, "secret", 4)
+    b, _ = rt.execute("start_session", "B (same ids, own content)")
+    _numbered_turns(rt, b, "public", 4)
+    summary = rt.compact(str(b))  # covers B's own u0/a0..., nothing of A
+    rt.execute("attach", b, a)  # later, B attaches A: B is re-projected
+    erased = Eraser(rt).erase(str(a), "test")
+    assert erased["tombstoned"] == [], summary["summary_id"]
+    assert "[Summary erased:" not in json.dumps(rt.head_commit(str(b)))
+    assert rebuild_and_compare(store_url)["identical"] is True
