@@ -31,10 +31,13 @@ def rt(store_url: str) -> Iterator[Runtime]:
         runtime.close()
 
 
-def _turns(rt: Runtime, sid: Any, text: str, count: int) -> None:
+def _turns(rt: Runtime, sid: Any, text: str, count: int, numbered: bool = False) -> None:
+    """``numbered``: the node ids ``u0, a0, u1, ...`` every session may use alike."""
     for i in range(count):
-        rt.execute("append_node", sid, role="user", input=f"{text} asks {i}")
-        rt.execute("append_node", sid, role="assistant", output=f"{text} answers {i}")
+        user, assistant = ({"node_id": f"u{i}"}, {"node_id": f"a{i}"}) if numbered else ({}, {})
+        rt.execute("append_node", sid, role="user", input=f"{text} asks {i}", **user)
+        rt.execute("append_node", sid, role="assistant", output=f"{text} answers {i}",
+                   **assistant)  # fmt: skip
 
 
 def test_nested_copies_and_their_summaries_become_tombstones(rt: Runtime, store_url: str) -> None:
@@ -113,18 +116,11 @@ def test_another_process_forgets_the_erased_session(rt: Runtime, store_url: str)
 # Node ids are unique per session only: a bare id of the erased session names
 # nothing of another session, so another session's own nodes of that id (and
 # its summaries over them) are not copies of erased content.
-def _numbered_turns(rt: Runtime, sid: Any, text: str, count: int) -> None:
-    for i in range(count):
-        rt.execute("append_node", sid, role="user", input=f"{text} asks {i}", node_id=f"u{i}")
-        rt.execute("append_node", sid, role="assistant", output=f"{text} says {i}",
-                   node_id=f"a{i}")  # fmt: skip
-
-
 def test_own_summary_of_a_referrer_is_kept_when_ids_collide(rt: Runtime, store_url: str) -> None:
     a, _ = rt.execute("start_session", "A (erased)")
-    _numbered_turns(rt, a, "secret", 4)
+    _turns(rt, a, "secret", 4, numbered=True)
     b, _ = rt.execute("start_session", "B (same ids, own content)")
-    _numbered_turns(rt, b, "public", 4)
+    _turns(rt, b, "public", 4, numbered=True)
     summary = rt.compact(str(b))  # covers B's own u0/a0..., nothing of A
     rt.execute("attach", b, a)  # later, B attaches A: B is re-projected
     erased = Eraser(rt).erase(str(a), "test")
