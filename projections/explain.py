@@ -22,6 +22,7 @@ from domain.context import Item
 from projections import tables as t
 from projections.projector import Projector
 from projections.queries import head_commit_id, session_row
+from projections.records import NodeRow
 from projections.store import ProjectionStore
 
 ROW_FIELDS = ("item_id", "from_state", "to_state", "rule", "rules_version", "event_id",
@@ -60,11 +61,21 @@ def _shown(items: list[Item], node_id: str) -> Item | None:
     return candidates[0] if candidates else None
 
 
+def _names(projector: Projector, session_id: str, node: NodeRow, row: Any) -> bool:
+    """Whether ``row``'s source is ``node``: the bare id means it only in sessions that
+    show the node by that id (its own, its branches), not in one with its own node of it."""
+    if session_id == node.session_id:
+        return bool(row.source_node_id == node.node_id)
+    return bool(row.source_node_id == projector.dag.name_in(session_id, node))
+
+
 def explain(projector: Projector, store: ProjectionStore, session_id: str,
             node_id: str) -> dict[str, Any]:  # fmt: skip
     session = session_row(projector, session_id)
     node = projector.dag.find(session.session_id, node_id)
-    if node is None:
+    owner = projector.dag.sessions.get(node.session_id) if node is not None else None
+    if node is None or owner is None or owner.tenant != session.tenant:
+        # another tenant's node reads exactly like one that exists nowhere
         raise errors.NodeNotFound(f"unknown node {node_id!r}", node_id=node_id)
     # how this session's items name the node: by id if it shows it, else by key
     node_id = projector.dag.name_in(session.session_id, node)
@@ -73,18 +84,18 @@ def explain(projector: Projector, store: ProjectionStore, session_id: str,
     lineage = ancestry(projector, commit_id)
     sessions = {projector.commits[c].session_id for c in lineage if c in projector.commits}
     staged = [i for i in items if i.item_id.startswith(f"{node_id}:")]  # an attach's expansion
+    staged_ids = {i.item_id for i in staged}
     c = t.transitions.c
     query = (
         select(t.transitions)
         .where(c.session_id.in_(sorted(sessions) or [session.session_id]))
-        .where(
-            c.source_node_id.in_({node_id, node.node_id})
-            | c.item_id.in_([i.item_id for i in staged])
-        )
+        .where(c.source_node_id.in_({node_id, node.node_id}) | c.item_id.in_(sorted(staged_ids)))
         .order_by(c.notification_id, c.ordinal)
     )
     with store.engine.connect() as conn:
-        rows = [r for r in conn.execute(query).all() if r.commit_id in lineage]
+        found = conn.execute(query).all()
+    rows = [r for r in found if r.commit_id in lineage
+            and (r.item_id in staged_ids or _names(projector, r.session_id, node, r))]  # fmt: skip
     shown = _shown(items, node_id)
     if not rows and shown is None and node.session_id not in projector.lineage(session.session_id):
         # Another session's node, never brought into this one by attach or merge.

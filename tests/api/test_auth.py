@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from starlette.testclient import TestClient
@@ -197,6 +198,15 @@ def test_queries_naming_another_tenants_nodes_or_commits(
         assert theirs.status_code == other.status_code, (path, theirs.text, other.text)
         if theirs.status_code >= 400:
             assert theirs.json()["error"]["code"] == other.json()["error"]["code"]
+    # named by key, another tenant's node reads exactly like a node that exists nowhere
+    key = f"{globex.sid}/{globex.nodes[0]}"
+    for ref in (key, quote(key, safe="")):
+        theirs = client.get(f"/sessions/{acme.sid}/explain/{ref}", headers=h)
+        fake = client.get(f"/sessions/{acme.sid}/explain/{ref.replace(globex.nodes[0], 'zz')}",
+                          headers=h)  # fmt: skip
+        assert theirs.status_code == fake.status_code == 404, theirs.text
+        assert theirs.json()["error"]["message"].replace(globex.nodes[0], "zz") == fake.json()[
+            "error"]["message"]  # fmt: skip
 
 
 def test_each_tenant_lists_only_its_own_sessions(

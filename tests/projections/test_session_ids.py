@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from domain import errors
 from projections.rebuild import rebuild_and_compare
 from service.runtime import Runtime
 from tests.projections.test_context_commit import add, at, items, start
@@ -87,3 +90,21 @@ def test_a_merge_back_into_the_source_shares_the_history(rt: Runtime, store_url:
     rt.execute("merge", source, [{"session_id": branch, "node_id": "u"}], at=at(4))
     assert [i["item_id"] for i in items(rt, source)] == ["task", "plan", "u", f"{branch}/u"]
     assert rebuild_and_compare(store_url)["identical"]
+
+
+def test_another_sessions_node_is_not_explained_where_it_was_never_brought(rt: Runtime) -> None:
+    """``theirs/call_1`` names their node, not mine of the same id: until an attach or a
+    merge brings it in, my session has nothing to say about it."""
+    theirs = start(rt, "theirs")
+    agent_run(rt, theirs, "theirs")
+    mine = start(rt, "mine")
+    agent_run(rt, mine, "mine")
+    for turn in range(6):  # my own call_1 leaves the tail window: it has a history
+        add(rt, mine, "assistant", f"turn {turn}", 5 + turn)
+    assert rt.explain(mine, "call_1")["transitions"]
+    with pytest.raises(errors.NodeNotFound):
+        rt.explain(mine, f"{theirs}/call_1")
+    assert rt.explain(mine, "call_1")["current"]["item_id"] == "call_1"
+    assert rt.explain(theirs, f"{theirs}/call_1")["current"]["item_id"] == "call_1"
+    node, _ = rt.execute("attach", mine, theirs, at=at(10))
+    assert rt.explain(mine, f"{theirs}/call_1")["current"]["item_id"] == f"{node}:call_1"
