@@ -60,6 +60,8 @@ class CtxStore(Application[UUID]):
         # the cached session, so copying a 10,000-node aggregate per command
         # would buy nothing.
         "DEEPCOPY_FROM_AGGREGATE_CACHE": "n",
+        # A large text is JSON-encoded once, by its command (domain.event_json).
+        "TRANSCODER_TOPIC": "domain.event_json:SplicingTranscoder",
     }
 
     def __init__(self, env: Mapping[str, str] | None = None, url: str | None = None) -> None:

@@ -73,6 +73,15 @@ def remember_json(*values: Any) -> None:
                 _memo_size -= len(dropped)
 
 
+def remembered_json(value: Any) -> str | None:
+    """The JSON ``remember_json`` made of ``value``, left for the projection; else None."""
+    if type(value) is not str or len(value) < MEMO_MIN:
+        return None
+    with _memo_lock:
+        found = _memo.get(value)
+    return found[0] if found is not None else None
+
+
 def text_of(value: Any) -> str:
     """A field's text: itself, the text view of content blocks, or canonical JSON."""
     if value is None:

@@ -41,7 +41,7 @@ from domain.limits import (
     check_window,
 )
 from domain.node_claim import claim_event
-from domain.node_text import node_blocks, node_texts, remember_json
+from domain.node_text import node_blocks, node_texts, remember_json, remembered_json
 from domain.nodes import ROLES, NodeRef
 from domain.session_context import ContextCommands
 from domain.tenancy import DEFAULT_TENANT
@@ -62,8 +62,14 @@ def content_digest(role: str, name: str | None, input: Any, output: Any) -> str:
     It no longer decides retry versus edit: a regenerated answer is a retry
     even though its text differs, so the caller says which it is.
     """
-    blob = json.dumps([role, name, input, output], sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    # ``json.dumps([role, name, input, output], sort_keys=True, default=str)``, hashed
+    # part by part so a large text's JSON its command remembered is not made again
+    digest = hashlib.sha256(b"[")
+    for index, part in enumerate((role, name, input, output)):
+        encoded = remembered_json(part) or json.dumps(part, sort_keys=True, default=str)
+        digest.update(((", " if index else "") + encoded).encode())
+    digest.update(b"]")
+    return digest.hexdigest()[:16]
 
 
 def check_content(input: Any, output: Any, metadata: JSON | None) -> None:
@@ -211,6 +217,7 @@ class Session(ContextCommands, Aggregate):
         for read in reads or []:
             if not self.knows(read):
                 raise errors.NodeNotFound(f"read of unknown node {read!r}", node_id=read)
+        remember_json(input, output)  # for the event, its digest and the projection
         self.trigger_event(
             NodeAppended,
             node_id=node_id,
@@ -232,7 +239,6 @@ class Session(ContextCommands, Aggregate):
             ),
             timestamp=at,
         )
-        remember_json(input, output)  # for the projection, outside its lock
         return node_id
 
     def _resolve_edge(
@@ -327,6 +333,7 @@ class Session(ContextCommands, Aggregate):
         node_id = node_id or str(uuid.uuid4())
         if self.knows(node_id):
             raise errors.DuplicateNode(f"node {node_id!r} already exists", node_id=node_id)
+        remember_json(input, output)  # for the event, its digest and the projection
         self.trigger_event(
             NodeAppended,
             node_id=node_id, seq=self.next_seq, role=ref.role, name=name,
@@ -337,7 +344,6 @@ class Session(ContextCommands, Aggregate):
                                            node_blocks(ref.role, input, output)),
             timestamp=at,
         )  # fmt: skip
-        remember_json(input, output)  # for the projection, outside its lock
         return node_id
 
     def checkout(self, node_id: str, version: int | None = None, at: datetime | None = None) -> str:

@@ -1,0 +1,50 @@
+"""Stored events spell a large text with the JSON its command already made.
+
+A command encodes a node's large texts once, under its own session's lock
+(``node_text.remember_json``).  eventsourcing's transcoder would escape the
+same megabytes again while saving, holding the interpreter lock for tens of
+milliseconds that every other session's request waits through (issue 13).
+This transcoder encodes the event with each remembered text swapped for a
+short placeholder, then splices the remembered JSON in.  It decodes like
+eventsourcing's own: equal values, whichever spelling stored them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+from eventsourcing.persistence import JSONTranscoder
+
+from domain.node_text import remembered_json
+
+
+class SplicingTranscoder(JSONTranscoder):
+    """``JSONTranscoder`` that reuses the JSON of large texts a command remembered."""
+
+    def encode(self, obj: Any) -> bytes:
+        spliced: list[str] = []
+        tag = f"\x00splice-{uuid.uuid4().hex}-"
+        skeleton = _swap(obj, spliced, tag)
+        if not spliced:
+            return super().encode(obj)
+        text = self.encoder.encode(skeleton)
+        # ``"<tag>N"`` as the encoder spelled it: split into text, N, text, N, ..., text
+        pieces = re.split(f'"{re.escape(json.dumps(tag)[1:-1])}(\\d+)"', text)
+        pieces[1::2] = [spliced[int(n)] for n in pieces[1::2]]
+        return "".join(pieces).encode("utf8")
+
+
+def _swap(value: Any, spliced: list[str], tag: str) -> Any:
+    """``value`` with each remembered text replaced by a placeholder, its JSON in ``spliced``."""
+    if isinstance(value, dict):
+        return {k: _swap(v, spliced, tag) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_swap(v, spliced, tag) for v in value]
+    encoded = remembered_json(value)
+    if encoded is None:
+        return value
+    spliced.append(encoded)
+    return f"{tag}{len(spliced) - 1}"

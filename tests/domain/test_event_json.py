@@ -1,0 +1,66 @@
+"""Events and digests spell a large text with the JSON its command remembered.
+
+Whatever the spelling, a stored event decodes to the values eventsourcing's
+own transcoder would give, and a node's digest is the one it always was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from eventsourcing.persistence import DatetimeAsISO, JSONTranscoder, UUIDAsHex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from domain import node_text
+from domain.event_json import SplicingTranscoder
+from domain.session import content_digest
+
+BIG = st.builds(lambda t, n: t * n, st.text(min_size=1, max_size=20),
+                st.just(node_text.MEMO_MIN))  # fmt: skip
+LEAVES = st.none() | st.integers() | st.text(max_size=20) | BIG
+VALUES = st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=3)
+                      | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                      max_leaves=8)  # fmt: skip
+
+
+def transcoders() -> tuple[JSONTranscoder, JSONTranscoder]:
+    ours, theirs = SplicingTranscoder(), JSONTranscoder()
+    for transcoder in (ours, theirs):
+        transcoder.register(UUIDAsHex())
+        transcoder.register(DatetimeAsISO())
+    return ours, theirs
+
+
+def texts(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in texts(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in texts(v)]
+    return [value] if isinstance(value, str) else []
+
+
+@settings(max_examples=60, deadline=None)
+@given(VALUES, st.booleans())
+def test_an_event_decodes_as_eventsourcing_would(value: Any, remembered: bool) -> None:
+    if remembered:
+        node_text.remember_json(*texts(value))
+    event = {"input": value, "id": uuid.UUID(int=7), "at": datetime(2026, 1, 1, tzinfo=UTC)}
+    ours, theirs = transcoders()
+    assert ours.decode(ours.encode(event)) == theirs.decode(theirs.encode(event))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["user", "tool"]), st.none() | st.text(max_size=5), VALUES, VALUES,
+       st.booleans())  # fmt: skip
+def test_the_digest_is_the_one_it_always_was(role: str, name: str | None, input: Any,
+                                             output: Any, remembered: bool) -> None:  # fmt: skip
+    if remembered:
+        node_text.remember_json(input, output)
+    blob = json.dumps([role, name, input, output], sort_keys=True, default=str)
+    assert content_digest(role, name, input, output) == hashlib.sha256(
+        blob.encode()).hexdigest()[:16]  # fmt: skip
