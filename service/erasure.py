@@ -178,9 +178,10 @@ class Eraser:
                 audit.append(self.app.mapper.to_stored_event(erasure_event(sid, version, when,
                                                                            record)))  # fmt: skip
         erased = plan.erased
-        # a node's claim, and the store-wide one older versions saved for its id
-        claims = [c for sid in erased for n in plan.nodes.get(sid, ())
-                  for c in (claim_id(sid, n), legacy_claim_id(n))]  # fmt: skip
+        # a node's claim, and the store-wide one older versions saved for its id (when
+        # this session saved it: a newer session may use an id an old one claimed)
+        claims = [claim_id(sid, n) for sid in erased for n in plan.nodes.get(sid, ())]
+        legacy = {legacy_claim_id(n): sid for sid in erased for n in plan.nodes.get(sid, ())}
         with runtime.store.engine.connect() as conn:
             conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():
@@ -188,6 +189,7 @@ class Eraser:
                 if top != plan.position or self._tracking(conn) != top:
                     raise _Moved
                 keys = rp.tool_keys(conn, erased + plan.reprojected)
+                claims += tables.claims_of(conn, legacy)
                 tables.delete(conn, [UUID(sid) for sid in erased] + claims)
                 for _, event in plan.rewrites:
                     tables.rewrite(conn, self.app.mapper.to_stored_event(event))

@@ -61,6 +61,24 @@ class EventTables:
             for chunk in _chunks(ids):
                 conn.execute(delete.bindparams(bindparam("ids", expanding=True)), {"ids": chunk})
 
+    def claims_of(self, conn: Connection, claims: dict[UUID, str]) -> list[UUID]:
+        """Those of ``claims`` (claim id -> session) whose stored claim names that session.
+
+        Older versions claimed a bare node id store-wide; the session that holds such
+        a claim may be another one than a newer session using the same id.
+        """
+        select = text(f"SELECT originator_id, state FROM {self.events} "
+                      "WHERE originator_id IN :ids")  # fmt: skip
+        select = select.bindparams(bindparam("ids", expanding=True))
+        decode = self.runtime.app.mapper.transcoder.decode
+        out: list[UUID] = []
+        for chunk in _chunks([self.key(c) for c in claims]):
+            for row in conn.execute(select, {"ids": chunk}):
+                claim = UUID(str(row[0]))
+                if decode(bytes(row[1])).get("session_id") == claims[claim]:
+                    out.append(claim)
+        return out
+
     def rewrite(self, conn: Connection, stored: StoredEvent) -> None:
         """Replace one event's state in place (a tombstoned summary keeps its place)."""
         update = text(f"UPDATE {self.events} SET state = :state "

@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from domain.node_claim import claim_id, legacy_claim_id
 from projections.rebuild import rebuild_and_compare
+from service.erasure import Eraser
 from service.runtime import Runtime
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -108,6 +110,28 @@ def test_a_store_from_before_session_scoped_ids_upgrades_then_reuses_ids(tmp_pat
             rt.execute("append_node", sid, role="user", node_id="u", input="go", at=LATER)
             rt.execute("append_node", sid, role="assistant", node_id="call_0", at=LATER)
             assert rt.head_commit(sid)["head_node_id"] == "call_0"
+    finally:
+        rt.close()
+    assert rebuild_and_compare(url)["identical"]
+
+
+def test_erasing_a_new_session_keeps_an_old_sessions_claim_of_the_same_id(
+    tmp_path: Path,
+) -> None:
+    """An old store claimed ``final`` store-wide for ``legacy main``; a newer session
+    that also used ``final``, once erased, takes only what was its own."""
+    url = unpacked(BEFORE_SESSION_IDS, tmp_path / "before.db")
+    rt = Runtime(url)
+    try:
+        main = sessions(rt)["legacy main"]["session_id"]
+        old_claim = rt.app.recorder.select_events(legacy_claim_id("final"))
+        assert old_claim, "the fixture holds the old store-wide claim"
+        sid = str(rt.execute("start_session", "new", at=LATER)[0])
+        rt.execute("append_node", sid, role="user", node_id="final", input="mine", at=LATER)
+        Eraser(rt).erase(sid, "test")
+        assert rt.app.recorder.select_events(legacy_claim_id("final")) == old_claim
+        assert not rt.app.recorder.select_events(claim_id(sid, "final"))
+        assert rt.head_commit(main)["head_node_id"] == "final"
     finally:
         rt.close()
     assert rebuild_and_compare(url)["identical"]
