@@ -69,14 +69,18 @@ class Processor:
         index = bisect.bisect_right(self.starts, notification_id) - 1
         return self.policies[max(index, 0)]
 
-    def catch_up(self, page: int = PAGE, on_page: Callable[[int], None] | None = None) -> int:
-        """Project every stored event not projected yet; how many.
+    def catch_up(self, page: int = PAGE, on_page: Callable[[int], None] | None = None,
+                 stop: int | None = None) -> int:  # fmt: skip
+        """Project every stored event not projected yet (up to notification ``stop``
+        if given); how many.
 
         ``on_page`` hears the running count after each committed page (a
         command line's progress bar).
         """
         projector = self.projector
         newest = self.app.recorder.max_notification_id() or 0
+        if stop is not None:
+            newest = min(newest, stop)
         if projector is not None and projector.position >= newest:
             return 0  # nothing stored since: no need to take the tracking lock
         total = 0
@@ -87,7 +91,9 @@ class Processor:
                         self.rows.conn = conn  # the working set reads what the batch sees
                     self._refresh_policies(conn)  # another process may have recorded rules
                     projector = self._synced(conn, position)
-                    notes = select_notifications(self.app.recorder, conn, position + 1, page)
+                    notes = (select_notifications(self.app.recorder, conn, position + 1, page,
+                                                  stop=stop)
+                             if stop is None or position < stop else [])  # fmt: skip
                     if not notes:
                         if self.rows is not None:
                             self.rows.conn = None

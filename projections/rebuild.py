@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from domain.application import CtxStore
 from domain.policy import Policy
@@ -24,15 +24,20 @@ from projections.store import ProjectionStore
 
 
 def digest(store: ProjectionStore) -> dict[str, str]:
-    out: dict[str, str] = {}
     with store.engine.connect() as conn:
-        for table in t.PROJECTION_TABLES:
-            h = hashlib.sha256()
-            keys = list(table.primary_key.columns)
-            for row in conn.execute(select(table).order_by(*keys)):
-                h.update(dumps([_plain(v) for v in row]).encode())
-                h.update(b"\n")
-            out[table.name] = h.hexdigest()
+        return digest_on(conn)
+
+
+def digest_on(conn: Connection) -> dict[str, str]:
+    """``digest`` of the tables ``conn`` sees (inside a transaction: one snapshot)."""
+    out: dict[str, str] = {}
+    for table in t.PROJECTION_TABLES:
+        h = hashlib.sha256()
+        keys = list(table.primary_key.columns)
+        for row in conn.execute(select(table).order_by(*keys)):
+            h.update(dumps([_plain(v) for v in row]).encode())
+            h.update(b"\n")
+        out[table.name] = h.hexdigest()
     return out
 
 

@@ -66,9 +66,14 @@ def make_engine(url: str) -> Engine:
 
 
 class ProjectionStore:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, engine: Engine | None = None, schema: str | None = None) -> None:
+        """``schema``: the tables of that schema (an attached database on SQLite) stand
+        for the projection's own, as an online rebuild's shadow copy does."""
         self.url = url
-        self.engine = make_engine(url)
+        self.schema = schema
+        self.engine = engine or make_engine(url)
+        if schema is not None:
+            self.engine = self.engine.execution_options(schema_translate_map={None: schema})
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self._inserts: dict[str, tuple[str, itemgetter[Any]]] = {}
 
@@ -162,11 +167,13 @@ class ProjectionStore:
             quote = conn.dialect.identifier_preparer.quote
             names = [c.name for c in table.columns]
             columns = ", ".join(quote(n) for n in names)
+            name = quote(table.name) if self.schema is None else (
+                f"{quote(self.schema)}.{quote(table.name)}")  # fmt: skip
             if self.is_sqlite:
-                sql = (f"INSERT INTO {quote(table.name)} ({columns}) "
+                sql = (f"INSERT INTO {name} ({columns}) "
                        f"VALUES ({', '.join('?' for _ in names)})")  # fmt: skip
             else:
-                sql = f"COPY {quote(table.name)} ({columns}) FROM STDIN"
+                sql = f"COPY {name} ({columns}) FROM STDIN"
             statement = self._inserts[table.name] = (sql, itemgetter(*names))
         sql, values = statement
         if self.is_sqlite:

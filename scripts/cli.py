@@ -7,7 +7,7 @@
     ctxstore export  SESSION_ID [--db URL] [--out FILE]
     ctxstore replay  SESSION_ID --to VERSION [--render neutral|openai|anthropic] [--db URL]
     ctxstore worker  [--db URL] [--interval 0.5]     # projections as their own process
-    ctxstore rebuild [--db URL]                      # exit 1 if the digests differ
+    ctxstore rebuild [--db URL] [--online [--switch-anyway]]  # exit 1 if digests differ
     ctxstore keys create --tenant T --scope read|write|admin [--db URL]  # prints the secret once
     ctxstore keys list   [--db URL]
     ctxstore keys revoke KEY_ID [--db URL]
@@ -106,10 +106,28 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
     url = _url(args)
     _migrate(url)
+    if args.online:
+        return _rebuild_online(url, args.switch_anyway)
     with Progress("rebuild", None, "events") as bar:
         result = rebuild_and_compare(url, progress=bar.update)
     _print_json(result)
     return 0 if result.get("identical") else 1
+
+
+def _rebuild_online(url: str, switch_anyway: bool) -> int:
+    from dataclasses import asdict
+
+    from projections.online_rebuild import ErasedDuringRebuild, online_rebuild
+
+    try:
+        with Progress("rebuild", None, "events") as bar:
+            result = online_rebuild(url, progress=bar.update,
+                                    expect_identical=not switch_anyway)  # fmt: skip
+    except ErasedDuringRebuild as exc:
+        print(f"error: erased_during_rebuild: {exc}", file=sys.stderr)
+        return 1
+    _print_json(asdict(result))
+    return 0 if result.identical else 1
 
 
 def cmd_erase(args: argparse.Namespace) -> int:
@@ -175,7 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     command("worker", cmd_worker, "keep the projections caught up until Ctrl-C"
             ).add_argument("--interval", type=float, default=0.5)  # fmt: skip
-    command("rebuild", cmd_rebuild, "rebuild every projection and compare digests")
+    p = command("rebuild", cmd_rebuild, "rebuild every projection and compare digests")
+    p.add_argument("--online", action="store_true", help="rebuild beside the live tables "
+                   "while servers run, then switch if the digests agree")  # fmt: skip
+    p.add_argument("--switch-anyway", action="store_true", help="with --online: switch even "
+                   "if the digests differ (a repair, or a new projection format)")  # fmt: skip
     _keys_parser(sub)
     p = command("erase", cmd_erase, "erase a session and its branches for good (stop other "
                 "servers and workers first); prints what was erased")  # fmt: skip

@@ -223,6 +223,15 @@ def test_rebuild_reports_identical_digests(capsys: pytest.CaptureFixture[str], d
     assert status == 0 and result["identical"] is True and result["events"] > 0
 
 
+def test_an_online_rebuild_checks_then_switches(capsys: pytest.CaptureFixture[str], db: str,
+                                                tmp_path: Path) -> None:  # fmt: skip
+    imported(capsys, db, write(tmp_path / "t.jsonl", SMALL))
+    status, out, _ = run(capsys, "rebuild", "--online", "--db", db)
+    result = json.loads(out)
+    assert status == 0 and result["identical"] is True and result["switched"] is True
+    assert result["events"] > 0 and result["switched_at"] >= result["checked_at"] > 0
+
+
 def test_scripts_rebuild_runs_the_same_command(capsys: pytest.CaptureFixture[str], db: str,
                                               tmp_path: Path) -> None:  # fmt: skip
     """``scripts/rebuild`` is the entry point the projection issue names."""
