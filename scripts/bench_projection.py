@@ -72,6 +72,7 @@ BATCH = 50
 REPEATS = 3  # batches timed at each size; the median is reported
 FLAT_TARGET = 2.0
 REBUILD_TARGET = 0.25
+COMPUTE_TARGET = 0.60  # of the compute bound: the restated rebuild target (issue 14)
 TOOLS = ["read_file", "run_tests", "grep", "shell", "web_search", "todo_update", "edit_file"]
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 WORDS = ("the parser fails on nested input so we check tokens lines value error config "
@@ -268,7 +269,7 @@ def floor_write(app: Any, store: Any, page: int = 500) -> tuple[int, float]:
                 "event_seq": seq, "created_at": at, "checkpoint_id": commit_id,
                 "delta_count": 0, "is_checkpoint": False, "items": dumps(delta),
                 "summary_request": None, "counts": dumps({"full": 1}),
-                "notification_id": note.id,
+                "notification_id": note.id, "over_window": None, "tools": None,
             })  # fmt: skip
             parent = commit_id
         with store.batch() as (conn, _):
@@ -418,6 +419,10 @@ def report(r: dict[str, Any]) -> None:
           f"  ({r['warm_seconds']:.2f} s, rule-output counts cached)")  # fmt: skip
     print(f"  {'cold / raw':>14}  {share:>16.1%}  (target >= {REBUILD_TARGET:.0%}: {verdict})")
     print(f"  {'cold / floor':>14}  {r['rebuild_rate'] / r['floor_rate']:>16.1%}")
+    bound = r["rebuild_rate"] / r["compute_rate"]
+    verdict = "ok" if bound >= COMPUTE_TARGET else "BELOW TARGET"
+    print(f"  {'cold / compute':>14}  {bound:>16.1%}  (issue 14: target >= "
+          f"{COMPUTE_TARGET:.0%}: {verdict})")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
