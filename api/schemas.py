@@ -7,9 +7,11 @@ ignored option.  Query strings are text, so their models coerce.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, TypeVar
+from functools import cache
+from typing import Annotated, Any, Literal, TypeVar, get_type_hints
 
 from pydantic import (
     AfterValidator,
@@ -18,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    create_model,
     model_validator,
 )
 from starlette.concurrency import run_in_threadpool
@@ -25,6 +28,7 @@ from starlette.requests import Request
 
 from api import limits
 from api.errors import DuplicateKey, MalformedJSON
+from domain import commands
 from projections.session_queries import decode_cursor
 
 M = TypeVar("M", bound=BaseModel)
@@ -227,6 +231,36 @@ class DeclareTools(Command):
 
 class Compact(Body):
     expected_version: int | None = None
+
+
+@cache
+def body_of(command: type[commands.Command], in_path: tuple[str, ...] = ("session_id",)) -> type[Command]:
+    """The body of ``command`` derived from its dataclass, for a command with no hand-written one.
+
+    Its fields, less those the path carries (``in_path``) and the tenant (the
+    API key's), validated like the hand-written bodies (strict, unknown
+    fields refused); ``expected_version`` and ``at`` are ``Command``'s. A
+    command gathering stray arguments (``rest``) needs a hand-written body.
+    """
+    if command.rest is not None:
+        raise TypeError(f"{command.__name__} gathers {command.rest!r}: write its body by hand")
+    hints = get_type_hints(command)
+    skip = {*in_path, "tenant", *Command.model_fields}
+    defined: dict[str, Any] = {}
+    for f in dataclasses.fields(command):
+        if f.name in skip:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default: Any = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = Field(default_factory=f.default_factory)
+        else:
+            default = ...
+        defined[f.name] = (hints[f.name], default)
+    doc = command.__doc__ if not (command.__doc__ or "").startswith(f"{command.__name__}(") else None
+    model: type[Command] = create_model(command.__name__, __base__=Command, __doc__=doc,
+                                        **defined)  # fmt: skip
+    return model
 
 
 # ------------------------------------------------------------------ queries
