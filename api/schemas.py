@@ -234,7 +234,9 @@ class Compact(Body):
 
 
 @cache
-def body_of(command: type[commands.Command], in_path: tuple[str, ...] = ("session_id",)) -> type[Command]:
+def body_of(
+    command: type[commands.Command], in_path: tuple[str, ...] = ("session_id",)
+) -> type[Command]:
     """The body of ``command`` derived from its dataclass, for a command with no hand-written one.
 
     Its fields, less those the path carries (``in_path``) and the tenant (the
@@ -257,7 +259,9 @@ def body_of(command: type[commands.Command], in_path: tuple[str, ...] = ("sessio
         else:
             default = ...
         defined[f.name] = (hints[f.name], default)
-    doc = command.__doc__ if not (command.__doc__ or "").startswith(f"{command.__name__}(") else None
+    doc = command.__doc__
+    if (doc or "").startswith(f"{command.__name__}("):  # dataclass's signature, not a doc
+        doc = None
     model: type[Command] = create_model(command.__name__, __base__=Command, __doc__=doc,
                                         **defined)  # fmt: skip
     return model
