@@ -12,13 +12,14 @@ import hashlib
 import json
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from domain import errors
 from domain.events import NodeAppended
 from domain.limits import MAX_LABEL, check_id, check_json, check_label, check_node_id
 from domain.node_text import node_blocks, node_texts, remember_json, remembered_json
 from domain.nodes import ROLES, NodeRef
+from domain.session_part import SessionPart
 from domain.tokens import node_token_counts
 
 JSON = dict[str, Any]
@@ -50,18 +51,8 @@ def check_content(input: Any, output: Any, metadata: JSON | None) -> None:
     check_json("metadata", metadata)
 
 
-class NodeCommands:
-    """Mixed into ``Session``; relies on its node index, HEAD and trigger_event."""
-
-    head: str | None
-    next_seq: int
-
-    if TYPE_CHECKING:  # provided by Session; declared here for the type checker only
-
-        def node(self, node_id: str) -> NodeRef: ...
-        def knows(self, node_id: str) -> bool: ...
-        def trigger_event(self, event_class: Any, **kwargs: Any) -> None: ...
-        def _refuse_while_running(self, what: str) -> None: ...
+class NodeCommands(SessionPart):
+    """Mixed into ``Session`` (``SessionPart`` says what of it they use)."""
 
     def append_node(
         self,
