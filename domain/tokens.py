@@ -58,12 +58,13 @@ class TokenizerUnavailable(RuntimeError):
 def cache_dir() -> str | None:
     """The folder the encoding files are read from, absolute; None leaves it to tiktoken.
 
-    ``configure``'s (``Settings``), else ``TIKTOKEN_CACHE_DIR``, else
-    ``CTXSTORE_TIKTOKEN_CACHE_DIR``. A relative one (the README's
+    ``TIKTOKEN_CACHE_DIR`` (tiktoken's own variable wins, as it always has),
+    else ``configure``'s (``Settings``), else ``CTXSTORE_TIKTOKEN_CACHE_DIR``.
+    A relative one (the README's
     ``TIKTOKEN_CACHE_DIR=../shared/tiktoken``) means "from here": it is
     resolved against the working folder when the encoding is first loaded.
     """
-    folder = (_folder or os.environ.get("TIKTOKEN_CACHE_DIR")
+    folder = (os.environ.get("TIKTOKEN_CACHE_DIR") or _folder
               or os.environ.get("CTXSTORE_TIKTOKEN_CACHE_DIR"))  # fmt: skip
     return os.path.abspath(folder) if folder else None
 
