@@ -3,7 +3,7 @@
 Each routes module lists its ``Endpoint``s; ``create_app`` mounts them and
 ``document`` describes them, so the served spec can never drift from the
 routes.  Request and response schemas come straight from the pydantic
-models (``api.schemas``, ``api.responses``); every response model allows
+models (``api.schemas``, ``api.query_params``, ``api.*responses``); every response model allows
 additional properties, so fields added later do not break the document.
 """
 

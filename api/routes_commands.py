@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from api import responses as r
 from api import schemas as s
 from api.auth import tenant_of
+from api.body_parsing import parse_body
 from api.idempotency import idempotent
 from api.openapi import Endpoint
 from domain import commands as c
@@ -60,21 +61,21 @@ def _args(body: BaseModel, *drop: str) -> dict[str, Any]:
 
 
 async def start_session(request: Request) -> Response:
-    body = await s.parse_body(request, s.StartSession)
+    body = await parse_body(request, s.StartSession)
     session_id, version = await _execute(request, c.StartSession(**_args(body)))
     return _reply(request, 201, session_id, version)
 
 
 async def append_node(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.AppendNode)
+    body = await parse_body(request, s.AppendNode)
     node_id, version = await _execute(request, c.AppendNode.build(session_id=sid, **_args(body)))
     return _reply(request, 201, sid, version, node_id=node_id)
 
 
 async def append_batch(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.AppendBatch)
+    body = await parse_body(request, s.AppendBatch)
     nodes = [node.model_dump(exclude_none=True) for node in body.nodes]
     node_ids, version = await _execute(request, c.AppendNodes(session_id=sid, nodes=nodes,
                                                       **_args(body, "nodes")))  # fmt: skip
@@ -83,7 +84,7 @@ async def append_batch(request: Request) -> Response:
 
 async def add_sibling(request: Request, kind: str) -> Response:
     sid, nid = request.path_params["sid"], request.path_params["nid"]
-    body = await s.parse_body(request, s.AddSibling)
+    body = await parse_body(request, s.AddSibling)
     command = c.AddSibling.build(session_id=sid, of=nid, kind=kind, **_args(body))
     node_id, version = await _execute(request, command)
     return _reply(request, 201, sid, version, node_id=node_id, sibling_of=nid, kind=kind)
@@ -99,14 +100,14 @@ async def edit(request: Request) -> Response:
 
 async def checkout(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.Checkout)
+    body = await parse_body(request, s.Checkout)
     head, version = await _execute(request, c.Checkout(session_id=sid, **_args(body)))
     return _reply(request, 200, sid, version, head=head)
 
 
 async def branch(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.Branch)
+    body = await parse_body(request, s.Branch)
     new_id, version = await _execute(request, c.Branch(source_session=sid, **_args(body)))
     return _reply(request, 201, new_id, version,
                   branched_from={"session_id": sid, "node_id": body.node_id})  # fmt: skip
@@ -114,63 +115,63 @@ async def branch(request: Request) -> Response:
 
 async def pin(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.NodeRef)
+    body = await parse_body(request, s.NodeRef)
     _, version = await _execute(request, c.Pin(session_id=sid, **_args(body)))
     return _reply(request, 200, sid, version, node_id=body.node_id, pinned=True)
 
 
 async def unpin(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.NodeRef)
+    body = await parse_body(request, s.NodeRef)
     _, version = await _execute(request, c.Unpin(session_id=sid, **_args(body)))
     return _reply(request, 200, sid, version, node_id=body.node_id, pinned=False)
 
 
 async def attach(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.Attach)
+    body = await parse_body(request, s.Attach)
     node_id, version = await _execute(request, c.Attach(session_id=sid, **_args(body)))
     return _reply(request, 201, sid, version, node_id=node_id)
 
 
 async def merge(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.Merge)
+    body = await parse_body(request, s.Merge)
     node_id, version = await _execute(request, c.Merge(session_id=sid, **_args(body)))
     return _reply(request, 201, sid, version, node_id=node_id)
 
 
 async def usage(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.Usage)
+    body = await parse_body(request, s.Usage)
     total, version = await _execute(request, c.MeasureUsage.build(session_id=sid, **_args(body)))
     return _reply(request, 201, sid, version, request_id=body.request_id, total_used=total)
 
 
 async def start_run(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.StartRun)
+    body = await parse_body(request, s.StartRun)
     run_id, version = await _execute(request, c.StartRun(session_id=sid, **_args(body)))
     return _reply(request, 201, sid, version, run_id=run_id)
 
 
 async def finish_run(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.FinishRun)
+    body = await parse_body(request, s.FinishRun)
     _, version = await _execute(request, c.FinishRun(session_id=sid, **_args(body)))
     return _reply(request, 200, sid, version, status=body.status)
 
 
 async def switch_model(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.SwitchModel)
+    body = await parse_body(request, s.SwitchModel)
     _, version = await _execute(request, c.SwitchModel(session_id=sid, **_args(body)))
     return _reply(request, 200, sid, version, model=body.model, context_window=body.context_window)
 
 
 async def configure_compaction(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.ConfigureCompaction)
+    body = await parse_body(request, s.ConfigureCompaction)
     _, version = await _execute(request, c.ConfigureCompaction(
         session_id=sid, **body.model_dump(exclude={"expected_version", "at"}),
         expected_version=body.expected_version, at=body.at))  # fmt: skip
@@ -180,7 +181,7 @@ async def configure_compaction(request: Request) -> Response:
 
 async def declare_tools(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.DeclareTools)
+    body = await parse_body(request, s.DeclareTools)
     tools = [t.model_dump(exclude_none=True) for t in body.tools]
     _, version = await _execute(request, c.DeclareTools(session_id=sid, tools=tools,
                                                   expected_version=body.expected_version,
@@ -190,7 +191,7 @@ async def declare_tools(request: Request) -> Response:
 
 async def compact(request: Request) -> Response:
     sid = request.path_params["sid"]
-    body = await s.parse_body(request, s.Compact)
+    body = await parse_body(request, s.Compact)
     done = await run_in_threadpool(_runtime(request).compact_reporting, sid,
                                    idempotency=getattr(request.state, "idempotency", None),
                                    tenant=tenant_of(request),

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from api import erasure_responses as r
-from api import schemas as s
+from api import query_params as qp
 from api.auth import tenant_of
 from api.openapi import Endpoint
 from service.erasure import Eraser, erasures
@@ -28,7 +28,7 @@ def _runtime(request: Request) -> Runtime:
 
 
 async def erase_session(request: Request) -> Response:
-    s.parse_query(request, s.EmptyQuery)
+    qp.parse_query(request, qp.EmptyQuery)
     eraser = Eraser(_runtime(request))
     erased = await run_in_threadpool(eraser.erase, request.path_params["sid"], _by(request), None,
                                      tenant_of(request))  # fmt: skip
@@ -40,7 +40,7 @@ def _by(request: Request) -> str:
 
 
 async def erase_tenant(request: Request) -> Response:
-    q = s.parse_query(request, s.EraseTenantQuery)
+    q = qp.parse_query(request, qp.EraseTenantQuery)
     eraser = Eraser(_runtime(request))
     erased = await run_in_threadpool(eraser.erase_tenant, tenant_of(request), _by(request),
                                      None, q.confirm)  # fmt: skip
@@ -48,7 +48,7 @@ async def erase_tenant(request: Request) -> Response:
 
 
 async def list_erasures(request: Request) -> Response:
-    s.parse_query(request, s.EmptyQuery)
+    qp.parse_query(request, qp.EmptyQuery)
     found = await run_in_threadpool(erasures, _runtime(request), tenant_of(request))
     return JSONResponse({"erasures": found})
 
@@ -60,7 +60,7 @@ ENDPOINTS = [
              response=r.Erased),
     Endpoint("DELETE", "/tenant", erase_tenant,
              "Erase every session of the caller's tenant (confirm=<tenant>), as DELETE "
-             "/sessions/{sid} would each; its API keys stay", query=s.EraseTenantQuery,
+             "/sessions/{sid} would each; its API keys stay", query=qp.EraseTenantQuery,
              response=r.TenantErased),
     Endpoint("GET", "/erasures", list_erasures, "The erasure audit trail, oldest first",
              response=r.ErasureList),

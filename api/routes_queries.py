@@ -10,8 +10,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from api import context_responses as cr
+from api import query_params as qp
 from api import responses as r
-from api import schemas as s
+from api import session_responses as sr
 from api.auth import tenant_of
 from api.openapi import Endpoint
 from domain.rules.redact import mask_reply
@@ -46,7 +48,7 @@ async def _masked(request: Request, found: Any) -> Any:
 
 
 def _no_query(request: Request) -> None:
-    s.parse_query(request, s.EmptyQuery)
+    qp.parse_query(request, qp.EmptyQuery)
 
 
 def _events_page(runtime: Runtime, sid: str, after: int, limit: int,
@@ -59,7 +61,7 @@ def _events_page(runtime: Runtime, sid: str, after: int, limit: int,
 
 async def events(request: Request) -> Response:
     sid = request.path_params["sid"]
-    q = s.parse_query(request, s.EventsQuery)
+    q = qp.parse_query(request, qp.EventsQuery)
     page = await run_in_threadpool(_events_page, _runtime(request), sid, q.after, q.limit,
                                    tenant_of(request))  # fmt: skip
     has_more = len(page) > q.limit
@@ -74,7 +76,7 @@ async def events(request: Request) -> Response:
 
 
 async def sessions(request: Request) -> Response:
-    q = s.parse_query(request, s.SessionsQuery)
+    q = qp.parse_query(request, qp.SessionsQuery)
     after = decode_cursor(q.after) if q.after else None
     page, cursor = await _query(request, "sessions_page", q.limit, after)
     return JSONResponse({"sessions": await _masked(request, page), "next": cursor})
@@ -86,7 +88,7 @@ async def session(request: Request) -> Response:
 
 
 async def nodes(request: Request) -> Response:
-    q = s.parse_query(request, s.NodesQuery)
+    q = qp.parse_query(request, qp.NodesQuery)
     return JSONResponse(await _query(request, "branch_nodes", request.path_params["sid"], q.head))
 
 
@@ -127,7 +129,7 @@ def _json_bytes(content: Any) -> bytes:
 
 
 async def render(request: Request) -> Response:
-    q = s.parse_query(request, s.RenderQuery)
+    q = qp.parse_query(request, qp.RenderQuery)
     sid = request.path_params["sid"]
     result = await _query(request, "rendered", sid, q.shape, q.commit, q.cache)
     # A 1,000-node request is ~130 kB of JSON, and encoding it is most of the cost
@@ -182,33 +184,33 @@ async def health(request: Request) -> Response:
 S = "/sessions/{sid}"
 ENDPOINTS = [
     Endpoint("GET", "/sessions", sessions, "Sessions, oldest first, a page at a time",
-             query=s.SessionsQuery, response=r.SessionPage),
+             query=qp.SessionsQuery, response=sr.SessionPage),
     Endpoint("GET", S, session, "One session: head, version, model, window and counts",
-             response=r.SessionInfo),
+             response=sr.SessionInfo),
     Endpoint("GET", f"{S}/nodes", nodes, "The nodes of a branch, oldest first, with content",
-             query=s.NodesQuery, response=r.BranchNodes),
+             query=qp.NodesQuery, response=sr.BranchNodes),
     Endpoint("GET", f"{S}/events", events, "The replay feed, paged by originator version",
-             query=s.EventsQuery, response=r.EventPage),
+             query=qp.EventsQuery, response=sr.EventPage),
     Endpoint("GET", f"{S}/dag", dag, "Every node with its edges and sibling versions",
-             response=r.Dag),
+             response=sr.Dag),
     Endpoint("GET", f"{S}/tools", tools, "The tools the session declared last",
-             response=r.ToolsList),
+             response=cr.ToolsList),
     Endpoint("GET", f"{S}/context", context, "The head commit: what the model is fed, and why",
-             response=r.Commit),
-    Endpoint("GET", f"{S}/commits/{{cid}}", commit, "One context commit", response=r.Commit),
+             response=cr.Commit),
+    Endpoint("GET", f"{S}/commits/{{cid}}", commit, "One context commit", response=cr.Commit),
     Endpoint("GET", f"{S}/commits/{{cid}}/transitions", commit_transitions,
              "The state changes a commit made, each with its rule and measured inputs",
-             response=r.CommitTransitions),
+             response=cr.CommitTransitions),
     Endpoint("GET", f"{S}/render", render, "A commit rendered as a provider request",
-             query=s.RenderQuery, response=r.Rendered),
+             query=qp.RenderQuery, response=cr.Rendered),
     Endpoint("GET", f"{S}/timeline", timeline, "Every context commit, oldest first",
-             response=r.Timeline),
+             response=cr.Timeline),
     Endpoint("GET", f"{S}/explain/{{nid}}", explain, "Why a node's item is in its state",
-             response=r.Explanation, slashed=("nid",)),
+             response=cr.Explanation, slashed=("nid",)),
     Endpoint("GET", f"{S}/occupancy", occupancy, "How full the context window is",
-             response=r.Occupancy),
+             response=cr.Occupancy),
     Endpoint("GET", f"{S}/budget", budget, "The window's budget and its thresholds",
-             response=r.BudgetSplit),
+             response=cr.BudgetSplit),
     Endpoint("GET", "/health", health, "Liveness, and the projections' tracking position",
              response=r.Health),
 ]  # fmt: skip

@@ -1,15 +1,17 @@
-"""Request bodies and query strings, as pydantic models.
+"""Request bodies, as pydantic models.
 
 Bodies are validated strictly (``"5"`` is not an int, ``true`` is not a
 version) and refuse unknown fields, so a typo is a 422 rather than a silently
-ignored option.  Query strings are text, so their models coerce.
+ignored option.  ``api.body_parsing`` reads a request's body into one of them;
+query strings, which coerce, are ``api.query_params``'.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, TypeVar
+from functools import cache
+from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import (
     AfterValidator,
@@ -17,18 +19,11 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
+    create_model,
     model_validator,
 )
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
 
-from api import limits
-from api.errors import DuplicateKey, MalformedJSON
-from projections.session_queries import decode_cursor
-
-M = TypeVar("M", bound=BaseModel)
-
+from domain import commands
 
 EARLIEST, LATEST = 1970, 2200  # years a recorded time may fall in
 
@@ -229,59 +224,38 @@ class Compact(Body):
     expected_version: int | None = None
 
 
-# ------------------------------------------------------------------ queries
+@cache
+def body_of(
+    command: type[commands.Command], in_path: tuple[str, ...] = ("session_id",)
+) -> type[Command]:
+    """The body of ``command`` derived from its dataclass, for a command with no hand-written one.
 
-
-class Query(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class EventsQuery(Query):
-    after: int = Field(0, ge=0, le=2**63 - 1,
-                       description="return events with originator version > after")  # fmt: skip
-    limit: int = Field(100, ge=1, le=1000)
-
-
-def _cursor(value: str | None) -> str | None:
-    if value is not None:
-        decode_cursor(value)  # ValueError: a 422 naming the parameter
-    return value
-
-
-class SessionsQuery(Query):
-    after: Annotated[str | None, AfterValidator(_cursor)] = Field(
-        None, description="the `next` cursor of the previous page"
-    )
-    limit: int = Field(100, ge=1, le=1000)  # fmt: skip
-
-
-class NodesQuery(Query):
-    head: str | None = Field(None, description="the branch's last node (default: HEAD)")
-
-
-class RenderQuery(Query):
-    shape: Literal["neutral", "openai", "anthropic"] = "neutral"
-    commit: str | None = None
-    cache: bool = Field(
-        False,
-        description="anthropic shape: add prompt-cache breakpoints "
-        "(cache_control) after the tools, the system prompt and the last message",
-    )
-
-
-class StreamQuery(Query):
-    once: bool = Field(False, description="send the current state, then close")
-    interval: float = Field(0.25, ge=0.05, le=10,
-                            description="least seconds between two change frames")  # fmt: skip
-
-
-class EmptyQuery(Query):
-    pass
-
-
-class EraseTenantQuery(Query):
-    confirm: str = Field(min_length=1, max_length=64,
-                         description="the caller's tenant again, or nothing is erased")  # fmt: skip
+    Its fields, less those the path carries (``in_path``) and the tenant (the
+    API key's), validated like the hand-written bodies (strict, unknown
+    fields refused); ``expected_version`` and ``at`` are ``Command``'s. A
+    command gathering stray arguments (``rest``) needs a hand-written body.
+    """
+    if command.rest is not None:
+        raise TypeError(f"{command.__name__} gathers {command.rest!r}: write its body by hand")
+    hints = get_type_hints(command)
+    skip = {*in_path, "tenant", *Command.model_fields}
+    defined: dict[str, Any] = {}
+    for f in dataclasses.fields(command):
+        if f.name in skip:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default: Any = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = Field(default_factory=f.default_factory)
+        else:
+            default = ...
+        defined[f.name] = (hints[f.name], default)
+    doc = command.__doc__
+    if (doc or "").startswith(f"{command.__name__}("):  # dataclass's signature, not a doc
+        doc = None
+    model: type[Command] = create_model(command.__name__, __base__=Command, __doc__=doc,
+                                        **defined)  # fmt: skip
+    return model
 
 
 BODIES: dict[str, type[BaseModel]] = {
@@ -290,55 +264,3 @@ BODIES: dict[str, type[BaseModel]] = {
               Merge, Usage, StartRun, FinishRun, SwitchModel, ConfigureCompaction, DeclareTools,
               Compact)
 }  # fmt: skip
-
-
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise DuplicateKey(f"request body names the key {key!r} twice in one object")
-        seen[key] = value
-    return seen
-
-
-def check_unique_keys(raw: bytes) -> None:
-    """``DuplicateKey`` if an object in ``raw`` repeats a key (the parser keeps the last)."""
-    if raw.count(b'"') < 4:  # no room for two keys
-        return
-    try:
-        json.loads(raw, object_pairs_hook=_refuse_duplicates)
-    except (ValueError, RecursionError):
-        return  # not JSON, or too deep: the model's own parser says so
-
-
-# Parsing megabytes takes tens of milliseconds: off the event loop, where it would stall
-# every other request; a small body is parsed in place (a thread hop costs more).
-PARSE_IN_THREAD_BYTES = 64 * 1024
-
-
-async def parse_body(request: Request, model: type[M]) -> M:
-    """The body as ``model``; an empty body counts as ``{}``."""
-    raw = await request.body()
-    if len(raw) > PARSE_IN_THREAD_BYTES:
-        return await run_in_threadpool(_parse, request, raw, model)
-    return _parse(request, raw, model)
-
-
-def _parse(request: Request, raw: bytes, model: type[M]) -> M:
-    if not raw.strip():
-        raw = b"{}"
-    limits.check_json(request, raw)
-    check_unique_keys(raw)
-    try:
-        body = model.model_validate_json(raw)
-    except ValidationError as exc:
-        bad = [e for e in exc.errors(include_url=False) if e["type"] == "json_invalid"]
-        if bad:
-            raise MalformedJSON(f"request body is not valid JSON: {bad[0]['msg']}") from None
-        raise
-    limits.check_content(request, body)
-    return body
-
-
-def parse_query(request: Request, model: type[M]) -> M:
-    return model.model_validate(dict(request.query_params))

@@ -27,8 +27,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from api import responses as r
-from api import schemas as s
+from api import context_responses as cr
+from api import query_params as qp
 from api.auth import tenant_of
 from api.client_slots import ClientSlots
 from api.openapi import Endpoint
@@ -63,7 +63,7 @@ def _state(runtime: Runtime, sid: str, tenant: str, after: int = 0) -> State:
 
 
 async def _frames(
-    runtime: Runtime, sid: str, tenant: str, q: s.StreamQuery, first: State, wake: asyncio.Event
+    runtime: Runtime, sid: str, tenant: str, q: qp.StreamQuery, first: State, wake: asyncio.Event
 ) -> AsyncIterator[str]:
     position, occupancy, timeline, seen_upto = first
     sent_occupancy = occupancy
@@ -113,7 +113,7 @@ class _HeldStream(StreamingResponse):
 
 async def stream(request: Request) -> Response:
     sid = request.path_params["sid"]
-    q = s.parse_query(request, s.StreamQuery)
+    q = qp.parse_query(request, qp.StreamQuery)
     runtime: Runtime = request.app.state.runtime
     watcher: StreamWatcher = request.app.state.stream_watcher
     slots: ClientSlots = request.app.state.stream_slots
@@ -140,6 +140,6 @@ async def stream(request: Request) -> Response:
 ENDPOINTS = [
     Endpoint("GET", "/sessions/{sid}/stream", stream,
              "SSE: occupancy and timeline, then changes: occupancy when it changes, "
-             "timeline_append with only the new commits' entries", query=s.StreamQuery,
-             media_type="text/event-stream", response=r.StreamEvent),
+             "timeline_append with only the new commits' entries", query=qp.StreamQuery,
+             media_type="text/event-stream", response=cr.StreamEvent),
 ]  # fmt: skip

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from domain import errors
 from domain.call_ids import valid_tool_name
@@ -23,7 +23,7 @@ from domain.events import (
     UsageMeasured,
 )
 from domain.limits import MAX_LABEL, check_id, check_json, check_label, check_node_id
-from domain.nodes import NodeRef
+from domain.session_part import SessionPart
 from domain.usage import from_fields, from_native
 
 JSON = dict[str, Any]
@@ -32,20 +32,8 @@ MAX_TOOLS = 128  # what providers take in one request
 TOOL_KEYS = frozenset({"name", "description", "input_schema"})
 
 
-class ContextCommands:
-    """Mixed into ``Session``; relies on its node index, HEAD and trigger_event."""
-
-    id: Any
-    head: str | None
-    model: str
-    next_seq: int
-
-    if TYPE_CHECKING:  # provided by Session; declared here for the type checker only
-
-        def node(self, node_id: str) -> NodeRef: ...
-        def knows(self, node_id: str) -> bool: ...
-        def trigger_event(self, event_class: Any, **kwargs: Any) -> None: ...
-        def _refuse_while_running(self, what: str) -> None: ...
+class ContextCommands(SessionPart):
+    """Mixed into ``Session`` (``SessionPart`` says what of it they use)."""
 
     def _new_node_id(self, node_id: str | None) -> str:
         """A fresh UUID, or the id an import names (checked like any node id)."""

@@ -3,13 +3,17 @@
 These machines cannot download BPE files, so the encoding must come from
 ``TIKTOKEN_CACHE_DIR`` (or ``CTXSTORE_TIKTOKEN_CACHE_DIR``).  When neither
 yields an encoding we fail loudly with the fix, rather than hanging on a
-download or silently estimating with a different scheme.
+download or silently estimating with a different scheme.  The folder is
+read directly (``_load_from``): nothing here writes to ``os.environ``.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
+import hashlib
 import os
+import types
 from typing import Any
 
 from domain.content_blocks import extra_tokens
@@ -51,17 +55,67 @@ class TokenizerUnavailable(RuntimeError):
     pass
 
 
+def cache_dir() -> str | None:
+    """The folder the encoding files are read from, absolute; None leaves it to tiktoken.
+
+    ``TIKTOKEN_CACHE_DIR`` (tiktoken's own variable wins, as it always has),
+    else ``configure``'s (``Settings``), else ``CTXSTORE_TIKTOKEN_CACHE_DIR``.
+    A relative one (the README's
+    ``TIKTOKEN_CACHE_DIR=../shared/tiktoken``) means "from here": it is
+    resolved against the working folder when the encoding is first loaded.
+    """
+    folder = (os.environ.get("TIKTOKEN_CACHE_DIR") or _folder
+              or os.environ.get("CTXSTORE_TIKTOKEN_CACHE_DIR"))  # fmt: skip
+    return os.path.abspath(folder) if folder else None
+
+
+def _load_from(folder: str, name: str) -> Any:
+    """Encoding ``name`` built from the files cached in ``folder``, never downloaded.
+
+    tiktoken finds its cache through the environment only; rather than write
+    ``TIKTOKEN_CACHE_DIR`` into it, this runs tiktoken's own constructor for
+    ``name`` with a ``load_tiktoken_bpe`` that reads the file tiktoken would
+    have cached (named by the SHA-1 of its URL) from ``folder``, checking its
+    hash, so the process environment is left as it was.
+    """
+    import tiktoken
+    from tiktoken.load import check_hash
+    from tiktoken_ext import openai_public
+
+    constructor = openai_public.ENCODING_CONSTRUCTORS.get(name)
+    if constructor is None:
+        raise ValueError(f"unknown encoding {name!r}")
+
+    def load_tiktoken_bpe(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        path = os.path.join(folder, hashlib.sha1(url.encode()).hexdigest())
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path} (tiktoken's cache of {url}) does not exist")
+        with open(path, "rb") as f:
+            data = f.read()
+        if expected_hash and not check_hash(data, expected_hash):
+            raise ValueError(f"{path} does not hold {url}: its hash differs")
+        ranks: dict[bytes, int] = {}
+        for line in data.splitlines():
+            if line:
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+        return ranks
+
+    own_globals = {**constructor.__globals__, "load_tiktoken_bpe": load_tiktoken_bpe}
+    build = types.FunctionType(constructor.__code__, own_globals, constructor.__name__,
+                               constructor.__defaults__, constructor.__closure__)  # fmt: skip
+    return tiktoken.Encoding(**build())
+
+
 @functools.lru_cache(maxsize=1)
 def _encoder() -> object:
-    # tiktoken reads its folder from the environment only: the one variable set here.
-    own = _folder or os.environ.get("CTXSTORE_TIKTOKEN_CACHE_DIR")
-    if own and not os.environ.get("TIKTOKEN_CACHE_DIR"):
-        os.environ["TIKTOKEN_CACHE_DIR"] = own
-    resolve_cache_dir()
+    folder = cache_dir()
     try:
-        import tiktoken
+        if folder is None:  # tiktoken's own default folder (and download)
+            import tiktoken
 
-        return tiktoken.get_encoding(encoding())
+            return tiktoken.get_encoding(encoding())
+        return _load_from(folder, encoding())
     except Exception as exc:  # network errors, missing files, bad hashes
         raise TokenizerUnavailable(
             f"could not load the tiktoken encoding {encoding()!r} ({exc.__class__.__name__}: "
@@ -91,21 +145,8 @@ def count_tokens(text: str) -> int:
     return len(enc.encode(text, disallowed_special=()))  # type: ignore[attr-defined]
 
 
-def resolve_cache_dir() -> None:
-    """Make a relative ``TIKTOKEN_CACHE_DIR`` absolute, against today's working folder.
-
-    The README's ``TIKTOKEN_CACHE_DIR=../shared/tiktoken`` means "from here";
-    a child process started in another folder (a script, a worker) would
-    read it from there and find nothing.
-    """
-    folder = os.environ.get("TIKTOKEN_CACHE_DIR")
-    if folder and not os.path.isabs(folder):
-        os.environ["TIKTOKEN_CACHE_DIR"] = os.path.abspath(folder)
-
-
 def check_tokenizer() -> None:
-    """Fail at start-up, not at the first request."""
-    resolve_cache_dir()
+    """Fail at start-up, not at the first request (and fix a relative folder's meaning)."""
     _encoder()
 
 

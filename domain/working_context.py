@@ -4,62 +4,27 @@ Rules run incrementally against this structure: the tail boundary, the idle
 heap and the token total are indexes over the items, never extra facts.  So
 a working context rebuilt from a stored commit's items behaves exactly like
 the one kept in memory, which is what makes rebuilds byte-identical whether
-or not a cache was warm.
+or not a cache was warm.  Reading it in order is ``domain.ordered_views``',
+equal tool results shown once ``domain.result_refs``', and what an item
+costs ``domain.item_cost``'s.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain.call_ids import call_framing
-from domain.context import ORD_STEP, STATES, Item, Transition, tightens
-from domain.node_text import canonical_json
+from domain.context import ORD_STEP, Item, Transition, tightens
+from domain.item_cost import tokens_of
+from domain.ordered_views import OrderedViews, never_folds
 from domain.policy import Policy
-from domain.tokens import blocks_tokens, item_tokens
-
-
-def never_folds(item: Item, generation: int = 2) -> bool:
-    """An unattached anchor (or, before generation 2, summary): never folded, now or later.
-
-    Generation 2 folds summaries into higher-level ones, so that a long
-    session's summaries cannot pile up past the window on their own.
-    """
-    if item.attached_from is not None:
-        return False
-    return item.is_anchor or (generation < 2 and item.state == "summary")
-
-
-_SAME: Any = object()
-
-
-def tokens_of(item: Item, policy: Policy, rendered: str | None = None,
-              call: str | None = _SAME, blocks: Any = _SAME) -> int:  # fmt: skip
-    """What ``item`` costs showing ``rendered``, ``call`` and ``blocks`` (default: its own).
-
-    Content blocks add what their text does not say (images, documents);
-    generation 2 counts a tool call's blocks and ids too (``render.call_framing``).
-    """
-    text = item.rendered if rendered is None else rendered
-    args = item.call if call is _SAME else call
-    tokens = item_tokens(text, args, item.name)
-    tokens += blocks_tokens(item.blocks if blocks is _SAME else blocks)
-    if policy.generation >= 2 and item.role == "tool" and args is not None:
-        tokens += call_framing(item)
-    return tokens
-
-
-def result_key(item: Item) -> str:
-    """What makes two tool results the same for deduplication."""
-    shown = canonical_json(item.blocks) if item.blocks else item.rendered
-    return f"{item.name or ''}\x00{shown}"
+from domain.result_refs import ResultRefs
 
 
 @dataclass
-class WorkingContext:
+class WorkingContext(ResultRefs, OrderedViews):
     policy: Policy
     items: dict[str, Item] = field(default_factory=dict)
     order: list[int] = field(default_factory=list)  # sorted ords
@@ -225,81 +190,12 @@ class WorkingContext:
         self.changed.discard(item_id)
         self.removed.add(item_id)
 
-    def result_holder(self, item: Item) -> str | None:
-        """The oldest item showing ``item``'s result in full, if any."""
-        holders = self.results.get(result_key(item))
-        return holders[0][1] if holders else None
-
-    def _hold_result(self, item: Item) -> None:
-        bisect.insort(self.results.setdefault(result_key(item), []), (item.ord, item.item_id))
-
-    def _forget_result(self, item: Item) -> None:
-        """``item`` no longer shows its full result: it can no longer be referred to."""
-        if item.role != "tool":
-            return
-        key = result_key(item)
-        holders = self.results.get(key, [])
-        if (item.ord, item.item_id) in holders:
-            holders.remove((item.ord, item.item_id))
-            if not holders:
-                del self.results[key]
-
     def _hide(self, ord_: int) -> None:
         index = bisect.bisect_left(self.visible_ords, ord_)
         if index < len(self.visible_ords) and self.visible_ords[index] == ord_:
             del self.visible_ords[index]
 
-    def counts(self) -> dict[str, int]:
-        return {state: self.state_counts.get(state, 0) for state in STATES}
-
-    def in_order(self, lo: int | None = None, hi: int | None = None) -> list[Item]:
-        """Items with lo < ord < hi, in order."""
-        start = 0 if lo is None else bisect.bisect_right(self.order, lo)
-        stop = len(self.order) if hi is None else bisect.bisect_left(self.order, hi)
-        return [self.items[self.by_ord[o]] for o in self.order[start:stop]]
-
-    def iter_ordered(self) -> Iterator[Item]:
-        for o in self.order:
-            yield self.items[self.by_ord[o]]
-
-    def iter_visible(self, start: int = 0) -> Iterator[Item]:
-        """Items not folded into a summary, in order (``iter_ordered`` minus summarized)."""
-        for o in self.visible_ords[start:]:
-            yield self.items[self.by_ord[o]]
-
-    def aged_in_order(self) -> list[Item]:
-        return sorted((self.items[i] for i in self.aged), key=lambda i: i.ord)
-
-    def foldable_from(self) -> int:
-        """Index into ``visible_ords`` of the first item that could ever be folded.
-
-        Everything before it is a lone (unattached) summary or anchor, which no
-        rule can fold and which cannot join an attach block, so a scan for a
-        foldable run may start here.  The floor only moves forward past such
-        items, and ``_index`` pulls it back if anything else lands below it.
-        """
-        ords = self.visible_ords
-        index = bisect.bisect_left(ords, self.fold_floor)
-        generation = self.policy.generation
-        while index < len(ords) and never_folds(self.items[self.by_ord[ords[index]]], generation):
-            index += 1
-        self.fold_floor = ords[index] if index < len(ords) else (ords[-1] + 1 if ords else -1)
-        return index
-
-    def ordered(self) -> list[Item]:
-        return [self.items[self.by_ord[o]] for o in self.order]
-
     # ------------------------------------------------------------ changes
-
-    def tail_boundary(self) -> int | None:
-        """Ord of the (tail+1)-th last assistant turn: tool items before it are old."""
-        tail = self.policy.tail_turns
-        if len(self.assistant_ords) <= tail:
-            return None
-        return self.assistant_ords[-(tail + 1)]
-
-    def turns_after(self, ord_: int) -> int:
-        return len(self.assistant_ords) - bisect.bisect_right(self.assistant_ords, ord_)
 
     def retoken(self, item: Item, tokens: int) -> None:
         if item.item_id not in self.fresh:
@@ -317,41 +213,6 @@ class WorkingContext:
         self._forget_result(item)
         item.rendered, item.call, item.blocks = rendered, call, None  # replaced as a whole
         self.retoken(item, tokens_of(item, self.policy))
-
-    def refer(self, item: Item, original: Item, rendered: str) -> None:
-        """Show a fresh ``item`` as a reference to ``original``'s equal result."""
-        self._forget_result(item)
-        item.rendered, item.dedup_of, item.blocks = rendered, original.item_id, None
-        self.retoken(item, tokens_of(item, self.policy))
-        self.dedups.setdefault(original.item_id, []).append(item.item_id)
-
-    def _release(self, original: Item) -> None:
-        """Items shown as references to ``original`` get its result back before it changes."""
-        for item_id in self.dedups.pop(original.item_id, []):
-            item = self.items.get(item_id)
-            if item is None or item.dedup_of != original.item_id:
-                continue
-            self._show_again(item, original, f"{original.item_id} no longer shows it in full")
-
-    def unrefer(self, item: Item) -> None:
-        """Show a reference's result in full again, before a pin locks it as it is.
-
-        Audited as the pin's doing: the pin is what asked for the item as it is.
-        """
-        original = self.items.get(item.dedup_of or "")
-        if original is None:
-            return
-        self.dedups[original.item_id].remove(item.item_id)
-        self._show_again(item, original, "pinned", "pin")
-
-    def _show_again(self, item: Item, original: Item, why: str, rule: str = "dedup") -> None:
-        item.dedup_of = None
-        if item.state != "full":
-            return
-        item.rendered, item.blocks = original.rendered, original.blocks
-        self.retoken(item, tokens_of(item, self.policy))
-        self._hold_result(item)
-        self.audit(item, "full", "full", rule, f"{why}: result shown in full again")
 
     def set_state(self, item: Item, to_state: str, rule: str, inputs: str) -> None:
         """The one way an item's state changes: tighten-only, audited."""

@@ -22,8 +22,9 @@ from collections.abc import Container
 from typing import Protocol
 
 from domain.context import STATE_ORDER, Item
+from domain.item_cost import tokens_of
 from domain.tokens import item_tokens
-from domain.working_context import WorkingContext, tokens_of
+from domain.working_context import WorkingContext
 from projections.dag_index import DagIndex
 from projections.erasure import attach_erased
 from projections.records import NodeRow

@@ -4,36 +4,35 @@
 rows; the caller writes the outbox and the tracking position in one
 transaction.  Nothing here reads a clock or a database directly: stored
 commits come in through ``load_rows`` (a port), so the same code runs live,
-in a worker process, and in a rebuild.
+in a worker process, and in a rebuild.  What each event does is
+``projections.event_steps``'; finding a commit and its items,
+``projections.commit_lookup``'s.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from domain import events as ev
-from domain.context import Item, Natural
 from domain.erasure import Erasure
 from domain.idempotency import IdempotencyClaim
 from domain.node_claim import NodeClaim
 from domain.policy import Policy
 from domain.working_context import WorkingContext
+from projections.commit_lookup import CommitLookup, RowLoader
 from projections.context_commit import build
 from projections.dag_index import DagIndex
-from projections.erasure import merge_erased
-from projections.expansion import expand_attach, merge_peers, rebase_items
-from projections.item_rows import items_from_rows, node_texts
+from projections.event_steps import HANDLERS
 from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow, dumps
 from projections.working_set import DEFAULT_BUDGET, LazyDict, RowSource, WorkingSet
 
-RowLoader = Callable[[str], list[dict[str, Any]]]
 CACHE_SIZE = 16
 
 
-class Projector:
+class Projector(CommitLookup):
     def __init__(
         self,
         policy_at: Callable[[int], Policy],
@@ -64,69 +63,6 @@ class Projector:
         self._ordinal = 0
 
     # ------------------------------------------------------------ contexts
-
-    def rows_for(self, checkpoint_id: str) -> list[dict[str, Any]]:
-        rows = {r["commit_id"]: r for r in self.load_rows(checkpoint_id)}
-        for row in self.pending.values():
-            if row["checkpoint_id"] == checkpoint_id:
-                rows[row["commit_id"]] = row
-        return list(rows.values())
-
-    def items_of(self, commit_id: str) -> list[Item]:
-        """A commit's items as copies, leaving any warm context untouched."""
-        ctx = self.contexts.get(commit_id)
-        if ctx is not None:
-            return [item.copy() for item in ctx.ordered()]
-        meta = self.commits[commit_id]
-        texts_of = self.texts_in(meta.session_id)
-        return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id, texts_of)
-
-    def items_as(self, commit_id: str, session_id: str) -> list[Item]:
-        """A commit's items named as ``session_id`` names nodes (``rebase_items``)."""
-        meta = self.commits[commit_id]
-        items = self.items_of(commit_id)
-        if meta.session_id == session_id:
-            return items
-        return rebase_items(self.dag, items, meta.session_id, session_id)
-
-    def texts_in(self, session_id: str) -> Callable[[str], Natural | None]:
-        """A node's own texts, which stored items refer to instead of copying.
-
-        An item names its node as the commit's session does (``DagIndex.find``).
-        """
-
-        def texts_of(ref: str) -> Natural | None:
-            node = self.dag.find(session_id, ref)
-            return node_texts(node) if node is not None else None
-
-        return texts_of
-
-    def commit_at(self, session_id: str, node_id: str) -> str | None:
-        """The newest commit ``session_id`` sees at ``node_id``.
-
-        Its own if it made one there, else the one of the session it branched
-        from, and so on up: a branch starts at a node of its source, and a pin
-        on the branch must not show up in the source (nor the source's later
-        pins in the branch, once the branch has a commit of its own there).
-        A node of an unrelated session (a merge peer, an attach source) is
-        looked up in that session, so callers pass the session that holds it.
-        """
-        for sid in self.lineage(session_id):
-            found = self.latest_commit.get((sid, node_id))
-            if found is not None:
-                return found
-        return None
-
-    def lineage(self, session_id: str) -> Iterator[str]:
-        """``session_id``, then the session it branched from, and so on up."""
-        sid: str | None = session_id
-        for _ in range(len(self.dag.sessions) + 1):  # a branch chain has no cycles
-            if sid is None:
-                return
-            yield sid
-            session = self.dag.sessions.get(sid)
-            branched = session.branched_from if session is not None else None
-            sid = branched["session_id"] if branched else None
 
     def take(self, commit_id: str | None, policy: Policy) -> WorkingContext:
         """The working context of ``commit_id`` to build on (taken from the cache)."""
@@ -200,9 +136,9 @@ class Projector:
             session.version = info.seq
             session.notification_id = notification_id
             self._changed(session)
-            handler = HANDLERS.get(type(event))
-            if handler is not None:
-                handler(self, event, info, session)
+            step = HANDLERS.get(type(event))
+            if step is not None:
+                step(self, event, info, session)
         self.position = notification_id
 
     def _changed(self, session: SessionRow) -> None:
@@ -224,64 +160,6 @@ class Projector:
         )  # fmt: skip
         self.dag.add_session(session)
         self.outbox.new_sessions[info.session_id] = session
-
-    def _node(self, info: EventInfo, session: SessionRow, **fields: Any) -> NodeRow:
-        node = NodeRow(session_id=info.session_id, created_at=info.at, event_id=info.event_id,
-                       notification_id=info.notification_id, **fields)  # fmt: skip
-        self.dag.add(node)
-        if self.working is not None:
-            self.working.grew(node.session_id)
-        self.outbox.nodes.append(node.to_row())
-        session.head = node.node_id
-        session.graph_position = info.notification_id
-        return node
-
-    def on_node(self, event: Any, info: EventInfo, session: SessionRow) -> None:
-        parent = event.caller or event.predecessor
-        node = self._node(
-            info, session, node_id=event.node_id, seq=event.seq, role=event.role,
-            name=event.name, input=event.input, output=event.output, parent=parent,
-            edge="caller" if event.caller else ("predecessor" if parent else "root"),
-            call_id=event.call_id, reads=list(event.reads), meta=dict(event.metadata),
-            sibling_of=event.sibling_of, version_kind=event.version_kind,
-            token_counts=event.token_counts,
-        )  # fmt: skip
-        self.commit_node(node, info, session)
-
-    def on_attach(self, event: Any, info: EventInfo, session: SessionRow) -> None:
-        meta = {"source_session": event.source_session, "source_head": event.source_head,
-                "commit": event.commit}  # fmt: skip
-        node = self._node(
-            info, session, node_id=event.node_id, seq=event.seq, role="attach", name=None,
-            input=None, output=None, parent=event.predecessor,
-            edge="predecessor" if event.predecessor else "root", call_id=None, reads=[],
-            meta=meta, sibling_of=None, version_kind=None,
-        )  # fmt: skip
-        self.commit_node(node, info, session, extra=lambda ctx: expand_attach(self, ctx, node))
-
-    def on_merge(self, event: Any, info: EventInfo, session: SessionRow) -> None:
-        meta = {"merge_id": event.merge_id, "peers": event.peers, "base": event.base}
-        node = self._node(
-            info, session, node_id=event.node_id, seq=event.seq, role="merge", name=None,
-            input=None, output=None, parent=event.predecessor, edge="predecessor",
-            call_id=None, reads=[], meta=meta, sibling_of=None, version_kind=None,
-        )  # fmt: skip
-        found = (self.commit_at(p.get("session_id", info.session_id), p["node_id"])
-                 for p in event.peers)  # fmt: skip
-        peer_commits = [c for c in found if c is not None]
-        # Items a peer already holds come in from that peer, as the peer has them,
-        # rather than re-entering the base side as fresh items.
-        held = {i.item_id for c in peer_commits for i in self.items_as(c, info.session_id)}
-        erased = [p["session_id"] for p in event.peers
-                  if p.get("session_id", info.session_id) not in self.dag.sessions]  # fmt: skip
-
-        def merge(ctx: WorkingContext) -> None:
-            merge_peers(self, ctx, peer_commits, info.session_id)
-            if erased:  # a peer session that was erased leaves a tombstone
-                merge_erased(ctx, node, erased)
-
-        self.commit_node(node, info, session, extra_parents=peer_commits, skip=held,
-                         extra=merge)  # fmt: skip
 
     def commit_node(
         self, node: NodeRow, info: EventInfo, session: SessionRow,
@@ -389,81 +267,7 @@ class Projector:
             self.held_commits.setdefault(session.session_id, set()).add(row["commit_id"])
         self._keep(row["commit_id"], built.ctx)
 
-    # --------------------------------------------------------- other events
-
-    def on_head_moved(self, event: Any, info: EventInfo, session: SessionRow) -> None:
-        session.head = event.node_id
-        session.graph_position = info.notification_id
-
-    def on_run(self, event: Any, info: EventInfo, session: SessionRow) -> None:
-        session.running = event.run_id if isinstance(event, ev.AgentRunStarted) else None
-
-    def on_model(self, event: Any, info: EventInfo, session: SessionRow) -> None:
-        session.model = event.model
-        session.context_window = event.context_window
-        session.graph_position = info.notification_id
-        self.recommit_head(info, session)
-
-    def on_pin(self, event: Any, info: EventInfo, session: SessionRow) -> None:
-        if isinstance(event, ev.NodePinned):
-            session.pinned = sorted(set(session.pinned) | {event.node_id})
-        else:
-            session.pinned = sorted(set(session.pinned) - {event.node_id})
-        self.recommit_head(info, session)
-
-    def on_tools(self, event: Any, info: EventInfo, session: SessionRow) -> None:
-        session.tools = [dict(tool) for tool in event.tools]
-        session.tools_row = None
-        session.graph_position = info.notification_id
-        self.recommit_head(info, session)  # the head's budget counts the new definitions
-
-    def on_compaction(self, event: Any, info: EventInfo, session: SessionRow) -> None:
-        settings = {"instructions": event.instructions, "summarizer_model": event.summarizer_model}
-        session.compaction = settings if any(v is not None for v in settings.values()) else None
-
-    def on_usage(self, event: Any, info: EventInfo, session: SessionRow) -> None:
-        self.outbox.usage.append({
-            "notification_id": info.notification_id, "session_id": info.session_id,
-            "request_id": event.request_id, "head_node": event.head_node,
-            "input_tokens": event.input_tokens, "cache_read": event.cache_read,
-            "output_tokens": event.output_tokens, "provider": event.provider,
-            "event_seq": info.seq, "cache_creation": event.cache_creation,
-            "total_input": event.total_input, "convention": event.convention,
-            "native": dumps(event.native) if event.native is not None else None,
-        })  # fmt: skip
-
-    def on_summary(self, event: Any, info: EventInfo, session: SessionRow) -> None:
-        from domain.rules.summarize import fold_summary
-
-        target = self.commits.get(event.commit)
-        head = target.head_node_id if target else session.head
-        session.graph_position = info.notification_id
-
-        def fold(ctx: WorkingContext) -> None:
-            fold_summary(ctx, event.summary_id, list(event.covered), event.text, event.summarizer)
-
-        self.recommit_head(info, session, extra=fold, head=head)
-
 
 def tools_key(tools: str) -> str:
     """The key of a declared tool set: a digest of its canonical JSON."""
     return hashlib.sha256(tools.encode()).hexdigest()[:32]
-
-
-# Keyed by the event class itself: a renamed or mistyped class is an import
-# error, not an event the projection silently skips.
-HANDLERS: dict[type, Callable[[Projector, Any, EventInfo, SessionRow], None]] = {
-    ev.NodeAppended: Projector.on_node,
-    ev.HeadMoved: Projector.on_head_moved,
-    ev.AgentRunStarted: Projector.on_run,
-    ev.AgentRunFinished: Projector.on_run,
-    ev.ModelSwitched: Projector.on_model,
-    ev.NodePinned: Projector.on_pin,
-    ev.NodeUnpinned: Projector.on_pin,
-    ev.AttachStaged: Projector.on_attach,
-    ev.MergeCompleted: Projector.on_merge,
-    ev.UsageMeasured: Projector.on_usage,
-    ev.SummaryRecorded: Projector.on_summary,
-    ev.CompactionConfigured: Projector.on_compaction,
-    ev.ToolsDeclared: Projector.on_tools,
-}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from eventsourcing import persistence as es_persistence
@@ -45,10 +46,11 @@ def _url(args: argparse.Namespace) -> str:
     return url
 
 
-def _settings() -> Settings:
-    """Every setting, read once per command; a bad value is ``invalid_setting``."""
+def _settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Every setting, read once per command (from ``env``, else the environment);
+    a bad value is ``invalid_setting``."""
     try:
-        return Settings.from_env()
+        return Settings.from_env(env)
     except InvalidPolicy:
         raise  # main() reports it as invalid_policy, as before
     except ValueError as exc:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from api.limits import Limits
 from scripts import demo
 from scripts.cli_common import Failed, _migrate, _reachable, _settings, _url
+
+ROOT = Path(__file__).resolve().parents[1]  # on the workers' import path
 
 
 def _key_store(url: str) -> Any:
@@ -68,19 +72,41 @@ def _serve(url: str, host: str, port: int, workers: int) -> int:
     from domain.tokens import check_tokenizer
 
     check_tokenizer()  # fail here, with the fix spelled out, not inside a worker
-    settings = _settings()  # likewise a bad CTXSTORE_POLICY or summarizer
+    # The served app's environment: this one, with the database and a Host header it
+    # answers (api.browser_safety); handed to what serves, never written to os.environ.
+    env = {**os.environ, "CTXSTORE_DATABASE_URL": url, "CTXSTORE_BIND_HOST": host}
+    settings = _settings(env)  # likewise a bad CTXSTORE_POLICY or summarizer
     try:
         Limits.from_env(settings.env)  # and a bad limit
     except ValueError as exc:
         raise Failed("invalid_setting", str(exc)) from None
     _migrate(url)
     _auth_note(url, host)
-    os.environ["CTXSTORE_DATABASE_URL"] = url  # uvicorn workers build the app from env
-    os.environ["CTXSTORE_BIND_HOST"] = host  # a Host header the server answers (api.browser_safety)
-    # Workers are separate processes: each runs bootstrap(), which reads the settings once.
-    uvicorn.run("api.bootstrap:bootstrap", factory=True, host=host, port=port, workers=workers,
+    if workers > 1:
+        return _exec_workers(env, host, port, workers)
+    from api.bootstrap import bootstrap
+
+    uvicorn.run(functools.partial(bootstrap, settings), factory=True, host=host, port=port,
                 **uvicorn_limits())  # fmt: skip
     return 0
+
+
+def _exec_workers(env: dict[str, str], host: str, port: int, workers: int) -> int:
+    """Become ``uvicorn --workers N`` with ``env`` as the environment.
+
+    uvicorn's worker processes import the app by name (``api.bootstrap:bootstrap``),
+    and each reads its settings from its own environment, which is its parent's:
+    replacing this process (``os.execve``) gives them ``env`` without writing the
+    URL and host into this process's ``os.environ``.
+    """
+    argv = [sys.executable, "-m", "uvicorn", "api.bootstrap:bootstrap", "--factory",
+            "--host", host, "--port", str(port), "--workers", str(workers)]  # fmt: skip
+    argv += [f"--{name.replace('_', '-')}={value}" for name, value in uvicorn_limits().items()]
+    path = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, argv, {**env, "PYTHONPATH": path})
+    return 0  # not reached: execve returns only by raising
 
 
 def uvicorn_limits() -> dict[str, Any]:

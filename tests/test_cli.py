@@ -13,8 +13,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -208,7 +210,6 @@ def test_demo_prints_the_inspector_url(db: str, capsys: pytest.CaptureFixture[st
 
     served: list[dict[str, object]] = []
     monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: served.append(kw))
-    monkeypatch.setenv("CTXSTORE_DATABASE_URL", db)  # serve sets it: restored afterwards
     status, out, _ = run(capsys, "demo", "--db", db, "--port", "8123")
     sid = demo.demo_session(db)[0]
     assert status == 0 and served and served[0]["port"] == 8123
@@ -281,18 +282,41 @@ def test_serve_bounds_uvicorn_and_names_its_host(
     """Idle and excess connections are uvicorn's to bound; the bound host is one the app
     answers (its Host check), and a bad limit stops start-up by name."""
     import uvicorn
+    from starlette.testclient import TestClient
 
     calls: list[dict[str, object]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: calls.append(kwargs))
-    monkeypatch.setenv("CTXSTORE_BIND_HOST", "")  # restored after: serve sets it
-    monkeypatch.setenv("CTXSTORE_DATABASE_URL", db)
+    apps: list[Callable[[], Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: (apps.append(app),
+                                                                calls.append(kwargs)))  # fmt: skip
+    monkeypatch.setenv("CTXSTORE_BIND_HOST", "")
+    before = dict(os.environ)
     assert run(capsys, "serve", "--db", db, "--host", "box.lan")[0] == 0
     assert calls[0]["timeout_keep_alive"] == 5 and calls[0]["limit_concurrency"] == 1000
-    assert os.environ["CTXSTORE_BIND_HOST"] == "box.lan"
+    assert dict(os.environ) == before  # handed to the app, not written (issue 15)
+    assert calls[0]["factory"] is True
+    with TestClient(apps[0](), base_url="http://box.lan") as served:
+        assert served.get("/health").status_code == 200
     monkeypatch.setenv("CTXSTORE_MAX_BODY_BYTES", "lots")
     status, _, err = run(capsys, "serve", "--db", db)
     assert status == 2 and err.startswith("error: invalid_setting: CTXSTORE_MAX_BODY_BYTES=")
     assert len(calls) == 1
+
+
+def test_serve_with_workers_becomes_uvicorn_with_its_settings_in_the_workers_environment(
+    capsys: pytest.CaptureFixture[str], db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uvicorn's workers import the app by name and read the environment: this process
+    is replaced by one whose environment names the database and host; its own is left."""
+    execs: list[tuple[str, list[str], dict[str, str]]] = []
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: execs.append((path, argv, env)))
+    before = dict(os.environ)
+    assert run(capsys, "serve", "--db", db, "--host", "box.lan", "--workers", "3")[0] == 0
+    assert dict(os.environ) == before
+    path, argv, env = execs[0]
+    assert path == sys.executable and argv[1:5] == ["-m", "uvicorn", "api.bootstrap:bootstrap",
+                                                    "--factory"]  # fmt: skip
+    assert argv[argv.index("--workers") + 1] == "3" and "--timeout-keep-alive=5" in argv
+    assert env["CTXSTORE_DATABASE_URL"] == db and env["CTXSTORE_BIND_HOST"] == "box.lan"
 
 
 def test_worker_waits_out_a_busy_database_instead_of_exiting(

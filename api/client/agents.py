@@ -49,7 +49,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from api import responses as m
+from api import session_responses as sr
 from api.client.aio import AsyncClient
 from api.client.errors import Conflict
 
@@ -147,7 +147,7 @@ class CtxStoreSession:
 
     # ------------------------------------------------------------- helpers
 
-    async def _end_before(self, branch: m.BranchNodes, last: m.Node) -> None:
+    async def _end_before(self, branch: sr.BranchNodes, last: sr.Node) -> None:
         """Move the head so the branch ends just before ``last``."""
         index = next(i for i, n in enumerate(branch.nodes) if n.node_id == last.node_id)
         if index == 0:  # nothing before it: an empty branch
@@ -156,7 +156,7 @@ class CtxStoreSession:
         await self.client.checkout(self.session_id, branch.nodes[index - 1].node_id,
                                    expected_version=branch.version)  # fmt: skip
 
-    async def _empty_branch(self, branch: m.BranchNodes) -> None:
+    async def _empty_branch(self, branch: sr.BranchNodes) -> None:
         root = branch.nodes[0]
         cleared = {KEY: [], "agents_cleared": True}
         await self.client.edit(self.session_id, root.node_id, metadata=cleared,
@@ -166,7 +166,7 @@ class CtxStoreSession:
 class Planner:
     """Turns new SDK items into batch entries, continuing the branch as it stands."""
 
-    def __init__(self, nodes: Sequence[m.Node]) -> None:
+    def __init__(self, nodes: Sequence[sr.Node]) -> None:
         self.entries: list[dict[str, Any]] = []
         self.calls: dict[str, dict[str, Any]] = {}  # SDK call id -> its tool node's fields
         self.turn: str | None = None  # the assistant node of the model response under way
@@ -294,5 +294,5 @@ def _call_id(raw: Any) -> str:
     return "c-" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _items(nodes: Sequence[m.Node]) -> list[Item]:
+def _items(nodes: Sequence[sr.Node]) -> list[Item]:
     return [item for node in nodes for item in node.metadata.get(KEY) or []]

@@ -8,8 +8,10 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from api import responses as m
+from api import context_responses as cr
+from api import session_responses as sr
 from api.client import commands as c
+from api.client import node_commands as nc
 from api.client import queries as q
 from api.client.command_routes import request_for
 from api.client.request import Request
@@ -70,11 +72,11 @@ class AsyncClient:
         await self.aclose()
 
     start_session = _method(c.start_session)
-    append_node = _method(c.append_node)
-    append_nodes = _method(c.append_nodes)
-    retry = _method(c.retry)
-    edit = _method(c.edit)
-    checkout = _method(c.checkout)
+    append_node = _method(nc.append_node)
+    append_nodes = _method(nc.append_nodes)
+    retry = _method(nc.retry)
+    edit = _method(nc.edit)
+    checkout = _method(nc.checkout)
     branch = _method(c.branch)
     pin = _method(c.pin)
     unpin = _method(c.unpin)
@@ -100,7 +102,7 @@ class AsyncClient:
     health = _method(q.health)
     openapi = _method(q.openapi)
 
-    async def iter_sessions(self, *, page: int = 100) -> AsyncIterator[m.SessionSummary]:
+    async def iter_sessions(self, *, page: int = 100) -> AsyncIterator[sr.SessionSummary]:
         after: str | None = None
         while True:
             answer = await self.list_sessions(limit=page, after=after)
@@ -112,7 +114,7 @@ class AsyncClient:
 
     async def iter_events(
         self, session_id: str, *, after: int = 0, page: int = 1000
-    ) -> AsyncIterator[m.StoredEvent]:
+    ) -> AsyncIterator[sr.StoredEvent]:
         cursor: int | None = after
         while cursor is not None:
             answer = await self.events(session_id, after=cursor, limit=page)
@@ -122,7 +124,7 @@ class AsyncClient:
 
     async def stream(
         self, session_id: str, *, once: bool = False, interval: float | None = None
-    ) -> AsyncIterator[m.StreamEvent]:
+    ) -> AsyncIterator[cr.StreamEvent]:
         request = q.stream(session_id, once=once, interval=interval)
         async with self._http.stream(
             "GET",

@@ -4,38 +4,40 @@ from __future__ import annotations
 
 from typing import Literal
 
+from api import context_responses as cr
 from api import responses as m
+from api import session_responses as sr
 from api.client.request import Request, _get, _s, _seg
 
 
-def list_sessions(*, limit: int | None = None, after: str | None = None) -> Request[m.SessionPage]:
+def list_sessions(*, limit: int | None = None, after: str | None = None) -> Request[sr.SessionPage]:
     """One page; pass the answer's ``next`` as ``after`` for the following one."""
-    return _get("/sessions", m.SessionPage, limit=limit, after=after)
+    return _get("/sessions", sr.SessionPage, limit=limit, after=after)
 
 
-def get_session(session_id: str) -> Request[m.SessionInfo]:
-    return _get(_s(session_id), m.SessionInfo)
+def get_session(session_id: str) -> Request[sr.SessionInfo]:
+    return _get(_s(session_id), sr.SessionInfo)
 
 
-def nodes(session_id: str, *, head: str | None = None) -> Request[m.BranchNodes]:
+def nodes(session_id: str, *, head: str | None = None) -> Request[sr.BranchNodes]:
     """The nodes of the branch ending at ``head`` (default HEAD), oldest first, with content."""
-    return _get(_s(session_id, "nodes"), m.BranchNodes, head=head)
+    return _get(_s(session_id, "nodes"), sr.BranchNodes, head=head)
 
 
-def events(session_id: str, *, after: int = 0, limit: int | None = None) -> Request[m.EventPage]:
-    return _get(_s(session_id, "events"), m.EventPage, after=after, limit=limit)
+def events(session_id: str, *, after: int = 0, limit: int | None = None) -> Request[sr.EventPage]:
+    return _get(_s(session_id, "events"), sr.EventPage, after=after, limit=limit)
 
 
-def dag(session_id: str) -> Request[m.Dag]:
-    return _get(_s(session_id, "dag"), m.Dag)
+def dag(session_id: str) -> Request[sr.Dag]:
+    return _get(_s(session_id, "dag"), sr.Dag)
 
 
-def context(session_id: str) -> Request[m.Commit]:
-    return _get(_s(session_id, "context"), m.Commit)
+def context(session_id: str) -> Request[cr.Commit]:
+    return _get(_s(session_id, "context"), cr.Commit)
 
 
-def commit(session_id: str, commit_id: str) -> Request[m.Commit]:
-    return _get(_s(session_id, "commits", _seg(commit_id)), m.Commit)
+def commit(session_id: str, commit_id: str) -> Request[cr.Commit]:
+    return _get(_s(session_id, "commits", _seg(commit_id)), cr.Commit)
 
 
 def render(
@@ -43,24 +45,24 @@ def render(
     *,
     shape: Literal["neutral", "openai", "anthropic"] = "neutral",
     commit: str | None = None,
-) -> Request[m.Rendered]:
-    return _get(_s(session_id, "render"), m.Rendered, shape=shape, commit=commit)
+) -> Request[cr.Rendered]:
+    return _get(_s(session_id, "render"), cr.Rendered, shape=shape, commit=commit)
 
 
-def timeline(session_id: str) -> Request[m.Timeline]:
-    return _get(_s(session_id, "timeline"), m.Timeline)
+def timeline(session_id: str) -> Request[cr.Timeline]:
+    return _get(_s(session_id, "timeline"), cr.Timeline)
 
 
-def explain(session_id: str, node_id: str) -> Request[m.Explanation]:
-    return _get(_s(session_id, "explain", _seg(node_id)), m.Explanation)
+def explain(session_id: str, node_id: str) -> Request[cr.Explanation]:
+    return _get(_s(session_id, "explain", _seg(node_id)), cr.Explanation)
 
 
-def occupancy(session_id: str) -> Request[m.Occupancy]:
-    return _get(_s(session_id, "occupancy"), m.Occupancy)
+def occupancy(session_id: str) -> Request[cr.Occupancy]:
+    return _get(_s(session_id, "occupancy"), cr.Occupancy)
 
 
-def budget(session_id: str) -> Request[m.BudgetSplit]:
-    return _get(_s(session_id, "budget"), m.BudgetSplit)
+def budget(session_id: str) -> Request[cr.BudgetSplit]:
+    return _get(_s(session_id, "budget"), cr.BudgetSplit)
 
 
 def health() -> Request[m.Health]:
@@ -73,8 +75,8 @@ def openapi() -> Request[m.OpenAPIDocument]:
 
 def stream(
     session_id: str, *, once: bool = False, interval: float | None = None
-) -> Request[m.StreamEvent]:
+) -> Request[cr.StreamEvent]:
     """Server-sent events: occupancy and timeline, then their changes."""
     return _get(
-        _s(session_id, "stream"), m.StreamEvent, once="true" if once else None, interval=interval
+        _s(session_id, "stream"), cr.StreamEvent, once="true" if once else None, interval=interval
     )

@@ -8,8 +8,10 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from api import responses as m
+from api import context_responses as cr
+from api import session_responses as sr
 from api.client import commands as c
+from api.client import node_commands as nc
 from api.client import queries as q
 from api.client.command_routes import request_for
 from api.client.request import Request
@@ -72,11 +74,11 @@ class Client:
         self.close()
 
     start_session = _method(c.start_session)
-    append_node = _method(c.append_node)
-    append_nodes = _method(c.append_nodes)
-    retry = _method(c.retry)
-    edit = _method(c.edit)
-    checkout = _method(c.checkout)
+    append_node = _method(nc.append_node)
+    append_nodes = _method(nc.append_nodes)
+    retry = _method(nc.retry)
+    edit = _method(nc.edit)
+    checkout = _method(nc.checkout)
     branch = _method(c.branch)
     pin = _method(c.pin)
     unpin = _method(c.unpin)
@@ -102,7 +104,7 @@ class Client:
     health = _method(q.health)
     openapi = _method(q.openapi)
 
-    def iter_sessions(self, *, page: int = 100) -> Iterator[m.SessionSummary]:
+    def iter_sessions(self, *, page: int = 100) -> Iterator[sr.SessionSummary]:
         """Every session, oldest first, following the pages' cursors."""
         after: str | None = None
         while True:
@@ -114,7 +116,7 @@ class Client:
 
     def iter_events(
         self, session_id: str, *, after: int = 0, page: int = 1000
-    ) -> Iterator[m.StoredEvent]:
+    ) -> Iterator[sr.StoredEvent]:
         """A session's events after ``after``, oldest first, following ``next``."""
         cursor: int | None = after
         while cursor is not None:
@@ -124,7 +126,7 @@ class Client:
 
     def stream(
         self, session_id: str, *, once: bool = False, interval: float | None = None
-    ) -> Iterator[m.StreamEvent]:
+    ) -> Iterator[cr.StreamEvent]:
         """``/stream`` as events (``api.client.event_data(e)`` is its JSON payload)."""
         request = q.stream(session_id, once=once, interval=interval)
         with self._http.stream(

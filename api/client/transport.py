@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from api import responses as m
+from api import context_responses as cr
 from api.client.errors import error_for
 from api.client.request import Request
 
@@ -46,11 +46,11 @@ class SSEParser:
         self.fields: dict[str, str] = {}
         self.data: list[str] = []
 
-    def feed(self, line: str) -> m.StreamEvent | None:
+    def feed(self, line: str) -> cr.StreamEvent | None:
         if line == "":
             if not self.data and "event" not in self.fields:
                 return None
-            event = m.StreamEvent(
+            event = cr.StreamEvent(
                 event=self.fields.get("event", "message"),  # type: ignore[arg-type]
                 data="\n".join(self.data),
                 id=self.fields.get("id"),
@@ -68,6 +68,6 @@ class SSEParser:
         return None
 
 
-def event_data(event: m.StreamEvent) -> Any:
+def event_data(event: cr.StreamEvent) -> Any:
     """An event's JSON payload."""
     return json.loads(event.data)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from domain.call_ids import item_call_id
 from domain.context import Item
-from domain.working_context import WorkingContext, tokens_of
+from domain.item_cost import tokens_of
+from domain.working_context import WorkingContext
 
 MIN_SAVING = 32  # tokens: below this a reference is not worth the indirection
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import heapq
 
 from domain.context import Item
-from domain.working_context import WorkingContext, tokens_of
+from domain.item_cost import tokens_of
+from domain.working_context import WorkingContext
 
 PLACEHOLDER = "[cleared: idle tool result]"
 

@@ -19,8 +19,8 @@ import re
 from typing import Any
 
 from domain.context import Item
+from domain.item_cost import tokens_of
 from domain.policy import Policy
-from domain.working_context import tokens_of
 
 # (kind, pattern); the first group, if any, is kept (a "Bearer " prefix).
 PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (

@@ -13,7 +13,8 @@ worth a cache miss; otherwise they age as soon as the boundary passes them.
 from __future__ import annotations
 
 from domain.context import Item
-from domain.working_context import WorkingContext, tokens_of
+from domain.item_cost import tokens_of
+from domain.working_context import WorkingContext
 
 
 def stub(result: str, is_error: bool) -> str:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from domain.content_blocks import text_view
 from domain.context import Item
+from domain.item_cost import tokens_of
 from domain.policy import Policy
-from domain.working_context import tokens_of
 
 
 def cut_middle(text: str, cap: int) -> tuple[str, int]:

@@ -10,9 +10,11 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
+from api import context_responses as cr
 from api import responses as m
 from api.client import AsyncClient, Client, Conflict, InvalidRequest, NotFound, event_data
 from api.client import commands as c
+from api.client import node_commands as nc
 from api.client import queries as q
 from tests.api.conftest import LOCAL
 
@@ -65,7 +67,7 @@ def test_every_route_through_the_client(client: TestClient, sent: list[httpx.Req
     branch = ctx.branch(sid, "ca1", title="alt")
     assert branch.branched_from.node_id == "ca1"
     head = ctx.context(sid)
-    assert isinstance(head, m.Commit) and ctx.commit(sid, head.id) == head
+    assert isinstance(head, cr.Commit) and ctx.commit(sid, head.id) == head
     rendered = ctx.render(sid, shape="anthropic")
     assert rendered.commit_id == head.id and rendered.version == ctx.get_session(sid).version
     assert [n.node_id for n in ctx.nodes(sid, head="ct1").nodes] == [u, "ca1", "ct1"]
@@ -105,13 +107,14 @@ def test_the_async_client_has_the_same_methods(runtime: Any) -> None:
     sync = {n: getattr(Client, n) for n in dir(Client) if not n.startswith("_")}
     aio = {n: getattr(AsyncClient, n) for n in dir(AsyncClient) if not n.startswith("_")}
     assert set(sync) - {"close"} == set(aio) - {"aclose"}
-    for fn in c.__dict__.values():
-        if (
-            inspect.isfunction(fn)
-            and not fn.__name__.startswith("_")
-            and fn.__module__ == c.__name__
-        ):
-            assert sync[fn.__name__].__wrapped__ is fn is aio[fn.__name__].__wrapped__
+    for module in (c, nc):
+        for fn in module.__dict__.values():
+            if (
+                inspect.isfunction(fn)
+                and not fn.__name__.startswith("_")
+                and fn.__module__ == module.__name__
+            ):
+                assert sync[fn.__name__].__wrapped__ is fn is aio[fn.__name__].__wrapped__
     for fn in (q.get_session, q.render, q.events):
         assert sync[fn.__name__].__wrapped__ is fn is aio[fn.__name__].__wrapped__
 
@@ -147,7 +150,7 @@ def test_the_client_posts_the_command_objects_the_routes_build(
     sid = ctx.run(commands.StartSession(title="typed", model="openai:gpt-4o")).session_id
     pin = commands.Pin(session_id=sid, node_id="u1")
     node = commands.AppendNode.build(session_id=sid, role="user", input="hi", node_id="u1")
-    assert c.append_node(sid, "user", input="hi", node_id="u1") == request_for(node)
+    assert nc.append_node(sid, "user", input="hi", node_id="u1") == request_for(node)
     assert c.pin(sid, "u1") == request_for(pin)
     assert ctx.run(node).node_id == "u1"
     assert ctx.run(pin, idempotency_key="pin-1").pinned

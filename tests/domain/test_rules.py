@@ -15,6 +15,7 @@ import pytest
 from domain.budget import Budget
 from domain.call_ids import call_framing
 from domain.context import Item
+from domain.item_cost import tokens_of
 from domain.pipeline import touch_reads
 from domain.policy import Policy
 from domain.rules.emergency import emergency_clear
@@ -23,7 +24,7 @@ from domain.rules.summarize import fold_summary, summary_request
 from domain.rules.tool_aging import age_one, age_tools, cut_args, stub
 from domain.rules.truncation import cap_item
 from domain.tokens import item_tokens
-from domain.working_context import WorkingContext, tokens_of
+from domain.working_context import WorkingContext
 from projections.records import NodeRow
 
 T0 = datetime(2020, 3, 1, tzinfo=UTC).timestamp()  # years before the wall clock

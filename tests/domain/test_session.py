@@ -18,7 +18,8 @@ from api.errors import status_for
 from domain import errors, events
 from domain.application import CtxStore
 from domain.limits import MAX_DEPTH
-from domain.session import Session, content_digest
+from domain.node_commands import content_digest
+from domain.session import Session
 from domain.tokens import ENCODING, count_tokens
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from domain import errors
-from domain.application import RACE_ATTEMPTS, CtxStore
+from domain.application import CtxStore
 from domain.session import Session
+from domain.session_store import RACE_ATTEMPTS
 from tests.conftest import opened_app
 
 
