@@ -192,6 +192,31 @@ def check_json(request: Request, raw: bytes) -> None:
                              limit=limit)  # fmt: skip
 
 
+def check_depth(request: Request, parsed: Any) -> None:
+    """``check_json`` for a body already parsed."""
+    limit = _limits(request).max_json_depth
+    if parsed_depth(parsed, limit) > limit:
+        raise RequestRefused(400, "json_too_deep",
+                             f"the body nests arrays/objects deeper than {limit}",
+                             limit=limit)  # fmt: skip
+
+
+def parsed_depth(value: Any, limit: int) -> int:
+    """How deeply ``value`` nests lists and dicts (``json_depth`` of its JSON), counted
+    no further than one past ``limit``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if not isinstance(current, list | dict):
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        children = current.values() if isinstance(current, dict) else current
+        stack.extend((child, depth + 1) for child in children if isinstance(child, list | dict))
+    return deepest
+
+
 def _size(value: Any) -> int:
     """UTF-8 bytes of a text, else of the value as JSON (a text is measured without
     serialising it: megabytes of escaping would hold the GIL for tens of ms)."""

@@ -43,7 +43,9 @@ def _swap(value: Any, spliced: list[str], tag: str) -> Any:
         return {k: _swap(v, spliced, tag) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_swap(v, spliced, tag) for v in value]
-    encoded = remembered_json(value)
+    # an ASCII text only: its JSON is then byte for byte what eventsourcing's encoder
+    # writes, where the memo's escaped spelling of other text would double its size
+    encoded = remembered_json(value) if type(value) is str and value.isascii() else None
     if encoded is None:
         return value
     spliced.append(encoded)

@@ -187,8 +187,25 @@ def _digest(store: ProjectionStore) -> dict[str, str]:
         return digest_on(conn)
 
 
-class ErasedDuringRebuild(Exception):
+class SwitchRefused(Exception):
+    """Something changed during the rebuild that the shadow cannot show: nothing was
+    switched, and running the rebuild again takes it into account."""
+
+    code = "switch_refused"
+
+
+class ErasedDuringRebuild(SwitchRefused):
     """A session was erased after the shadow had projected it: nothing was switched."""
+
+    code = "erased_during_rebuild"
+
+
+class RulesChangedDuringRebuild(SwitchRefused):
+    """New rules were recorded after the shadow copied the rules history: the shadow
+    projected events under older rules than the live projection did.  Nothing was
+    switched."""
+
+    code = "rules_changed_during_rebuild"
 
 
 def _switch(live: ProjectionStore, shadow: ProjectionStore, processor: Processor,
@@ -207,8 +224,19 @@ def _switch(live: ProjectionStore, shadow: ProjectionStore, processor: Processor
                                     topics=[ERASURE_TOPIC]):  # fmt: skip
                 raise ErasedDuringRebuild("a session was erased during the rebuild; run it again")
             processor.catch_up(stop=position)  # what the projection did since the check
+            # recording rules takes the tracking lock this transaction holds: what it reads
+            # stays the live history until the switch commits (read after the catch-up: on
+            # SQLite a read here would keep the shadow's writer from committing)
+            if _rules(conn, "main." if live.is_sqlite else "") != _rules(conn, f"{SHADOW}."):
+                raise RulesChangedDuringRebuild("new rules were recorded during the rebuild; "
+                                                "run it again")  # fmt: skip
             _replace(conn, live.is_sqlite)
     return position
+
+
+def _rules(conn: Connection, schema: str) -> list[tuple[Any, ...]]:
+    query = f"SELECT from_position, rules_version, policy FROM {schema}ctx_rules ORDER BY 1"
+    return [tuple(row) for row in conn.exec_driver_sql(query)]
 
 
 def _lock_live(conn: Connection, is_sqlite: bool) -> int:

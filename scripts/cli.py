@@ -117,14 +117,14 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 def _rebuild_online(url: str, switch_anyway: bool) -> int:
     from dataclasses import asdict
 
-    from projections.online_rebuild import ErasedDuringRebuild, online_rebuild
+    from projections.online_rebuild import SwitchRefused, online_rebuild
 
     try:
         with Progress("rebuild", None, "events") as bar:
             result = online_rebuild(url, progress=bar.update,
                                     expect_identical=not switch_anyway)  # fmt: skip
-    except ErasedDuringRebuild as exc:
-        print(f"error: erased_during_rebuild: {exc}", file=sys.stderr)
+    except SwitchRefused as exc:
+        print(f"error: {exc.code}: {exc}", file=sys.stderr)
         return 1
     _print_json(asdict(result))
     return 0 if result.identical else 1

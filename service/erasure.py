@@ -181,7 +181,10 @@ class Eraser:
         # a node's claim, and the store-wide one older versions saved for its id (when
         # this session saved it: a newer session may use an id an old one claimed)
         claims = [claim_id(sid, n) for sid in erased for n in plan.nodes.get(sid, ())]
-        legacy = {legacy_claim_id(n): sid for sid in erased for n in plan.nodes.get(sid, ())}
+        legacy: dict[UUID, set[str]] = {}
+        for sid in erased:
+            for n in plan.nodes.get(sid, ()):
+                legacy.setdefault(legacy_claim_id(n), set()).add(sid)
         with runtime.store.engine.connect() as conn:
             conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():

@@ -61,21 +61,23 @@ class EventTables:
             for chunk in _chunks(ids):
                 conn.execute(delete.bindparams(bindparam("ids", expanding=True)), {"ids": chunk})
 
-    def claims_of(self, conn: Connection, claims: dict[UUID, str]) -> list[UUID]:
-        """Those of ``claims`` (claim id -> session) whose stored claim names that session.
+    def claims_of(self, conn: Connection, claims: dict[UUID, set[str]]) -> list[UUID]:
+        """Those of ``claims`` (claim id -> sessions) whose stored claim names one of them.
 
         Older versions claimed a bare node id store-wide; the session that holds such
         a claim may be another one than a newer session using the same id.
         """
-        select = text(f"SELECT originator_id, state FROM {self.events} "
-                      "WHERE originator_id IN :ids")  # fmt: skip
+        select = text(f"SELECT originator_id, originator_version, topic, state "
+                      f"FROM {self.events} WHERE originator_id IN :ids")  # fmt: skip
         select = select.bindparams(bindparam("ids", expanding=True))
-        decode = self.runtime.app.mapper.transcoder.decode
+        mapper = self.runtime.app.mapper
         out: list[UUID] = []
         for chunk in _chunks([self.key(c) for c in claims]):
             for row in conn.execute(select, {"ids": chunk}):
                 claim = UUID(str(row[0]))
-                if decode(bytes(row[1])).get("session_id") == claims[claim]:
+                stored = StoredEvent(originator_id=claim, originator_version=int(row[1]),
+                                     topic=row[2], state=bytes(row[3]))  # fmt: skip
+                if getattr(mapper.to_domain_event(stored), "session_id", None) in claims[claim]:
                     out.append(claim)
         return out
 

@@ -14,10 +14,12 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from api.app import create_app
-from api.limits import Limits, json_depth
+from api.limits import Limits, json_depth, parsed_depth
 from api.principal import client_identity
 from api.stream_watcher import StreamWatcher
 from tests.api.conftest import LOCAL, serving
@@ -122,6 +124,23 @@ def test_json_depth_counts_brackets_outside_strings_only(raw: bytes) -> None:
     expected = {b"{}": 1, b"[]": 1, b'"[[["': 0, b'{"a": [1, {"b": [[]]}]}': 5,
                 b'["\\\\", ["\\"]]"]]': 2, b"[[[": 3, b"": 0}  # fmt: skip
     assert json_depth(raw) == expected[raw]
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab', max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                                max_size=3),
+    max_leaves=12,
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(JSON_VALUES)
+def test_the_depth_of_a_parsed_body_is_the_depth_of_its_bytes(value: Any) -> None:
+    """The parsed walk (one parse of the body) agrees with the byte scan it replaced."""
+    raw = json.dumps(value).encode()
+    assert parsed_depth(json.loads(raw), 1000) == json_depth(raw)
+    assert parsed_depth(json.loads(raw), 1) == min(json_depth(raw), 2)
 
 
 def test_a_node_over_the_content_limit_is_refused(runtime: Any) -> None:

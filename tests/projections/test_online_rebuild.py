@@ -10,8 +10,13 @@ import pytest
 from sqlalchemy import func, select
 
 import projections.online_rebuild as online_module
+from domain.policy import Policy
 from projections import tables as t
-from projections.online_rebuild import ErasedDuringRebuild, online_rebuild
+from projections.online_rebuild import (
+    ErasedDuringRebuild,
+    RulesChangedDuringRebuild,
+    online_rebuild,
+)
 from projections.rebuild import digest, rebuild_and_compare
 from service.erasure import Eraser
 from service.runtime import Runtime
@@ -103,3 +108,26 @@ def test_an_erasure_during_the_rebuild_stops_the_switch(
         online_rebuild(store_url, expect_identical=False)
     assert digest(rt.store) != before, "the erasure itself stands"
     assert rebuild_and_compare(store_url)["identical"]
+
+
+def test_rules_recorded_during_the_rebuild_stop_the_switch(
+    rt: Runtime, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shadow copied the rules history at its start; rules recorded later would have
+    the shadow project the newest events under the old rules."""
+    sids = history(rt, sessions=2, turns=6)
+    real = online_module._switch
+
+    def late_rules(*args: Any, **kwargs: Any) -> int:
+        rt.store.record_policy(Policy(result_cap=10, tail_turns=1),
+                               rt.app.recorder.max_notification_id() or 0)  # fmt: skip
+        for turn in range(4):
+            add(rt, sids[0], "tool", name="grep", input={"q": turn}, output="late " * 500,
+                minute=200 + turn)  # fmt: skip
+        return int(real(*args, **kwargs))
+
+    monkeypatch.setattr(online_module, "_switch", late_rules)
+    with pytest.raises(RulesChangedDuringRebuild):
+        online_rebuild(store_url)
+    assert rebuild_and_compare(store_url)["identical"]
+    assert online_rebuild(store_url).switched, "run again, it switches"
