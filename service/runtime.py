@@ -5,10 +5,12 @@ the notification log before the call returns, so a client reads its own
 writes.  Queries catch up first too (cheaply: one max-id query when nothing
 is new), so a second worker process serves what the first one wrote.
 
-Commands take their session's lock only (``CtxStore.locks``); the in-memory
-projector is shared, so catching up and reading it take one process-wide
-lock, held briefly.  Nothing slow (tokenizing a body, a summarizer's HTTP
-call) runs under that lock, so one session's work never stalls another's.
+Commands take their session's lock only (``CtxStore.locks``); catching up
+and reading take the lock of the session's partition only (each partition
+has its own projector, ``projections.processor``), so sessions of different
+partitions are projected and read side by side.  Nothing slow (tokenizing a
+body, a summarizer's HTTP call) runs under a partition's lock, so one
+session's work never stalls another's.
 A command's answer tells the truth (``service.outcome``): once stored, it
 is a success, with any failed follow-up named beside the result.
 """
@@ -16,9 +18,9 @@ is a success, with any failed follow-up named beside the result.
 from __future__ import annotations
 
 import logging
-import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,8 +44,11 @@ from projections.session_queries import SessionKey
 from projections.store import ProjectionStore
 from service.compaction import AUTO_COMPACT_AFTER, run_to_fold, summarize
 from service.outcome import Executed
+from service.partition_locks import AllPartitions
+from service.partition_locks import is_id as _is_id
 
 RENDER_CACHE = 256
+SESSION_MAKERS = (commands.StartSession, commands.Branch)  # their result names a new session
 log = logging.getLogger("ctxstore.runtime")
 
 
@@ -77,7 +82,7 @@ class Runtime:
         self.summarizer = summarizer or summarizer_from_env()
         self.auto_catch_up = auto_catch_up
         self.auto_compact = auto_compact
-        self._lock = threading.RLock()
+        self._lock = AllPartitions(self.processor)  # erasure: nothing may interleave
         self._rendered: OrderedDict[tuple[str, str, str, str, int, bool, int], dict[str, Any]] = (
             OrderedDict()
         )
@@ -126,7 +131,7 @@ class Runtime:
         # retry, storing it twice: the next catch-up or command takes it up.
         done = Executed(result)
         try:
-            self.catch_up()
+            self._follow(command, result)
         except Exception as exc:
             done.failed("catch_up", exc)
             return done
@@ -176,28 +181,50 @@ class Runtime:
         return version
 
     def _asks_for_summary(self, session_id: str) -> bool:
-        with self._lock:
-            projector = self._projector()
+        with self._locked(session_id) as projector:
             session = q.session_row(projector, session_id)
             commit_id = q.head_commit_id(projector, session)
             return bool(commit_id and projector.commits[commit_id].summary_request)
 
-    def catch_up(self, on_page: Callable[[int], None] | None = None) -> int:
-        with self._lock:
+    def catch_up(self, on_page: Callable[[int], None] | None = None,
+                 partitions: Iterable[int] | None = None) -> int:  # fmt: skip
+        """Project what is new: everywhere, or only in ``partitions`` (a worker's leases)."""
+        if partitions is None:
             return self.processor.catch_up(on_page=on_page)
+        return sum(self.processor.catch_up(on_page=on_page, partition=p) for p in partitions)
+
+    def _follow(self, command: Command, result: Any) -> None:
+        """After a command: catch up the partitions of the sessions it names (all if none)."""
+        named = [getattr(command, "session_id", None), getattr(command, "source_session", None)]
+        if isinstance(command, SESSION_MAKERS) and isinstance(result, tuple) and result:
+            named.append(result[0])  # the new session's id
+        found = {self.processor.partition_of(str(v)) for v in named if _is_id(v)}
+        if not found or self.processor.partitions == 1:
+            self.catch_up()
+        for partition in sorted(found) if self.processor.partitions > 1 else ():
+            self.processor.catch_up(partition=partition)
 
     def position(self) -> int:
+        """The furthest partition's position (``positions`` for each one's)."""
         return self.store.position()
 
-    def _projector(self) -> Any:
-        if self.auto_catch_up:
-            projector = self.processor.projector
-            latest = self.app.recorder.max_notification_id() or 0
-            if projector is None or projector.position < latest:
-                self.processor.catch_up()
-        if self.processor.projector is None:
-            self.processor.catch_up()
-        projector = self.processor.projector
+    def positions(self) -> dict[int, int]:
+        return self.store.positions()
+
+    @contextmanager
+    def _locked(self, session_id: str) -> Iterator[Any]:
+        """The caught-up projector of ``session_id``'s partition, under that partition's lock."""
+        partition = self.processor.partition_of(session_id)
+        if self.auto_catch_up:  # before the lock: a batch may wait for other partitions
+            self.processor.reading(partition)
+        with self.processor.parts[partition].lock:
+            yield self._projector(partition)
+
+    def _projector(self, partition: int = 0) -> Any:
+        part = self.processor.parts[partition]
+        if part.projector is None:  # dropped (an error, an erasure) since
+            self.processor.catch_up(partition=partition)
+        projector = part.projector
         assert projector is not None
         if projector.working is not None:
             projector.working.trim()  # what the last query brought in may go now
@@ -210,20 +237,20 @@ class Runtime:
         ``tenant`` None is the process itself.  A session's tenant never
         changes, so checking before the query cannot race with a writer.
         """
-        projector = self._projector()
+        projector = self._projector(self.processor.partition_of(session_id))
         session = q.session_row(projector, session_id)
         check_owner(session.tenant, tenant, session.session_id)
         return projector, session
 
     def _latest_commit_of(self, session_id: str, node_id: str) -> str | None:
-        with self._lock:
-            found: str | None = self._projector().commit_at(session_id, node_id)
+        with self._locked(session_id) as projector:
+            found: str | None = projector.commit_at(session_id, node_id)
             return found
 
     # ------------------------------------------------------------- queries
 
     def tools(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
-        with self._lock:
+        with self._locked(session_id):
             _, session = self._owned(session_id, tenant)
             return {"session_id": session.session_id, "tools": session.tools}
 
@@ -237,35 +264,42 @@ class Runtime:
     ) -> tuple[list[dict[str, Any]], str | None]:  # fmt: skip
         """A page of ``tenant``'s sessions (every one for None), oldest first, and the
         next page's cursor (None at the end)."""
-        with self._lock:
-            return sq.sessions(self._projector(), limit, after, tenant)
+        if self.auto_catch_up:
+            self.processor.catch_up()
+        rows: dict[str, Any] = {}
+        for part in self.processor.parts:  # a session's own partition has its newest row
+            with part.lock:
+                for sid, row in self._projector(part.index).dag.sessions.items():
+                    if sid not in rows or rows[sid].version < row.version:
+                        rows[sid] = row
+        return sq.sessions(rows.values(), limit, after, tenant)
 
     def session_info(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
-        with self._lock:
+        with self._locked(session_id):
             projector, _ = self._owned(session_id, tenant)
             return sq.session_info(projector, self.store, session_id)
 
     def branch_nodes(self, session_id: str, head: str | None = None,
                      tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
-        with self._lock:
+        with self._locked(session_id):
             projector, _ = self._owned(session_id, tenant)
             return sq.branch_nodes(projector, session_id, head)
 
     def head_commit(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
-        with self._lock:
+        with self._locked(session_id):
             projector, _ = self._owned(session_id, tenant)
             return q.head_commit(projector, self.store, session_id).to_json()
 
     def commit(self, session_id: str, commit_id: str,
                tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
-        with self._lock:
+        with self._locked(session_id):
             projector, _ = self._owned(session_id, tenant)
             return q.load_commit(projector, self.store, session_id, commit_id).to_json()
 
     def rendered(self, session_id: str, shape: str = "neutral",
                  commit_id: str | None = None, cache: bool = False,
                  tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
-        with self._lock:
+        with self._locked(session_id):
             projector, session = self._owned(session_id, tenant)
             cid = commit_id or q.head_commit_id(projector, session)
             if cid is None:
@@ -302,40 +336,40 @@ class Runtime:
 
     def timeline_after(self, session_id: str, after: int,
                        tenant: str | None = None) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
-        with self._lock:
+        with self._locked(session_id):
             self._owned(session_id, tenant)
             return q.timeline_after(self.store, session_id, after)
 
     def explain(self, session_id: str, node_id: str,
                 tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
-        with self._lock:
+        with self._locked(session_id):
             projector, _ = self._owned(session_id, tenant)
             return explain(projector, self.store, session_id, node_id)
 
     def commit_transitions(self, session_id: str, commit_id: str,
                            tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
-        with self._lock:
+        with self._locked(session_id):
             _, session = self._owned(session_id, tenant)
             return q.commit_transitions(self.store, session.session_id, commit_id)
 
     def occupancy(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
-        with self._lock:
+        with self._locked(session_id):
             projector, _ = self._owned(session_id, tenant)
             return q.occupancy(projector, self.store, session_id,
                                self.processor.policy_of)  # fmt: skip
 
     def budget(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
-        with self._lock:
+        with self._locked(session_id):
             projector, _ = self._owned(session_id, tenant)
             return q.budget(projector, session_id, self.processor.policy_of)
 
     def dag(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
-        with self._lock:
+        with self._locked(session_id):
             projector, _ = self._owned(session_id, tenant)
             return q.dag(projector, session_id)
 
     def session_version(self, session_id: str, tenant: str | None = None) -> int:
-        with self._lock:
+        with self._locked(session_id):
             version: int = self._owned(session_id, tenant)[1].version
             return version
 
@@ -359,13 +393,13 @@ class Runtime:
         lock only while reading the projection: a slow summarizer stalls no
         other session.
         """
-        with self._lock:
+        with self._locked(session_id):
             self._owned(session_id, tenant)  # another tenant's session is unknown, even replayed
         stored = self._claimed(idempotency)
         if stored is not None:
             return self._compacted_again(session_id, stored)
         with self.app.locks.hold(session_id):
-            with self._lock:
+            with self._locked(session_id):
                 projector, session = self._owned(session_id, tenant)
                 commit_id = q.head_commit_id(projector, session)
                 if commit_id is None:
@@ -399,9 +433,8 @@ class Runtime:
                          "summarizer": summarizer.name, "computed_for": commit_id,
                          "commit_id": None})  # fmt: skip
         try:
-            self.catch_up()
-            with self._lock:
-                projector = self._projector()
+            self.processor.catch_up(partition=self.processor.partition_of(session_id))
+            with self._locked(session_id) as projector:
                 done.result["commit_id"] = q.head_commit_id(
                     projector, q.session_row(projector, session_id)
                 )

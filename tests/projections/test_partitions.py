@@ -1,0 +1,110 @@
+"""Projection split into partitions (issue 14): same tables as one projector would write.
+
+``CTXSTORE_PARTITIONS`` is read when a store's tracking rows are created.
+Sessions land in partitions by a hash of their lineage root; here the hash
+is replaced by "the order first seen", so the two seed sessions of the
+invariant driver are always in different partitions and every attach and
+merge between them crosses partitions.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from projections import partitions
+from projections.rebuild import rebuild_and_compare
+from service.runtime import Runtime
+from tests.projections.test_invariants import run_session
+
+
+@pytest.fixture
+def split(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four partitions; sessions round-robin over them in the order they are first seen."""
+    order: dict[str, int] = {}
+    monkeypatch.setenv("CTXSTORE_PARTITIONS", "4")
+    monkeypatch.setattr(partitions, "hashed",
+                        lambda sid, p: order.setdefault(sid, len(order)) % p)  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_attach_and_merge_across_partitions_keep_every_invariant(
+    store_url: str, split: None, seed: int
+) -> None:
+    """The busy session of test_invariants, its sessions split: live equals a rebuild."""
+    ops = ["tool", "assistant", "tool", "pin", "user", "branch", "tool", "attach", "attach",
+           "retry", "checkout", "assistant", "merge", "edit", "unpin", "model", "usage",
+           "compact", "tool", "assistant", "attach", "merge", "assistant"]  # fmt: skip
+    steps = [(op, (n * 7 + seed) % 4, n * 31 + seed, n * 17 + 3 * seed, (20, 61, 5)[n % 3])
+             for n, op in enumerate(ops)]  # fmt: skip
+    driver = run_session(store_url, steps, lambda _: None)
+    rt = Runtime(store_url, auto_compact=False)
+    try:
+        homes = {rt.processor.partition_of(s.sid) for s in driver.sessions}
+        assert rt.processor.partitions == 4 and len(homes) > 1, homes
+    finally:
+        rt.close()
+
+
+def test_two_processes_appending_side_by_side_project_every_node(
+    store_url: str, split: None
+) -> None:
+    """Two runtimes (two API processes) share 8 sessions over 4 partitions, 4 threads each."""
+    if store_url.startswith("sqlite"):
+        pytest.skip("side by side writers are PostgreSQL's: SQLite has one writer (P=1 there)")
+    first, second = Runtime(store_url, auto_compact=False), Runtime(store_url, auto_compact=False)
+    try:
+        sids = [str(first.execute("start_session", f"s{n}", "local:tiny")[0]) for n in range(8)]
+        errors: list[BaseException] = []
+
+        def client(rt: Runtime, worker: int) -> None:
+            try:
+                for i in range(12):
+                    sid = sids[(worker * 3 + i) % len(sids)]
+                    rt.execute("append_node", sid, role="user", input=f"w{worker} {i}")
+                    if i % 5 == 4:  # reads another partition's session as of the event
+                        rt.execute("attach", sid, sids[(worker + i + 1) % len(sids)])
+            except BaseException as exc:  # noqa: BLE001  (reported below)
+                errors.append(exc)
+
+        threads = [threading.Thread(target=client, args=(rt, w))
+                   for w, rt in enumerate([first, second] * 4)]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors
+        stored = sum(first.app.session(sid).version - 1 for sid in sids)
+        projected = sum(second.session_info(sid)["counts"]["events"] - 1 for sid in sids)
+        assert projected == stored
+        nodes = sum(first.session_info(sid)["counts"]["nodes"] for sid in sids)
+        assert nodes == 8 * 12 + sum(1 for w in range(8) for i in range(12) if i % 5 == 4)
+    finally:
+        first.close()
+        second.close()
+    result = rebuild_and_compare(store_url)
+    assert result["identical"], {
+        k for k in result["after"] if result["before"][k] != result["after"][k]
+    }
+
+
+def test_the_partition_count_stored_with_the_rows_wins(
+    store_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CTXSTORE_PARTITIONS", "4")
+    Runtime(store_url, auto_compact=False).close()
+    monkeypatch.setenv("CTXSTORE_PARTITIONS", "2")  # another process, configured otherwise
+    rt = Runtime(store_url, auto_compact=False)
+    try:
+        assert rt.processor.partitions == 4
+        assert sorted(rt.store.positions()) == [0, 1, 2, 3]
+    finally:
+        rt.close()
+
+
+def test_a_partition_count_out_of_range_is_refused() -> None:
+    with pytest.raises(ValueError, match="CTXSTORE_PARTITIONS"):
+        partitions.configured({"CTXSTORE_PARTITIONS": "0"})
+    assert partitions.configured({}) == 1
