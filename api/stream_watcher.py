@@ -67,10 +67,10 @@ class StreamWatcher:
                 ):
                     self._wake(None)
                 elif moved:
-                    # partitions advance out of step: from the lowest old position of
-                    # those that moved (a furthest or lowest position alone would miss
-                    # a change, or hold it back until every partition moves)
-                    since = min(seen[p] for p in moved)
+                    # partitions advance out of step: each one's sessions changed after
+                    # its own last position (the furthest position alone would miss a
+                    # change, the lowest would hold one back until every partition moves)
+                    since = {p: seen[p] for p in moved}
                     self._wake(
                         await run_in_threadpool(self.runtime.store.sessions_changed_after, since)
                     )

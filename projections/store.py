@@ -17,7 +17,18 @@ from typing import Any
 
 from eventsourcing.persistence import InterfaceError as ESInterfaceError
 from eventsourcing.persistence import OperationalError as ESOperationalError
-from sqlalchemy import Connection, Engine, Table, create_engine, event, insert, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Table,
+    and_,
+    create_engine,
+    event,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError as SQLOperationalError
@@ -131,13 +142,20 @@ class ProjectionStore:
         with self.engine.connect() as conn:
             return tracking.positions(conn)
 
-    def sessions_changed_after(self, position: int) -> list[str]:
+    def sessions_changed_after(self, position: int | dict[int, int]) -> list[str]:
         """The sessions whose last event the projections applied is after ``position``:
-        what a change at the tracking position touched, in one small query."""
+        what a change at the tracking position touched, in one small query.
+
+        ``position`` may be per partition (``{partition: position}``): then only
+        those partitions' sessions changed after their own position."""
+        c = t.sessions.c
+        if isinstance(position, dict):
+            where = or_(*(and_(c.partition == p, c.notification_id > at)
+                          for p, at in position.items()))  # fmt: skip
+        else:
+            where = c.notification_id > position
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(t.sessions.c.session_id).where(t.sessions.c.notification_id > position)
-            )
+            rows = conn.execute(select(c.session_id).where(where))
             return [str(row[0]) for row in rows]
 
     def write(self, conn: Connection, outbox: Outbox, position: int,

@@ -108,3 +108,79 @@ def test_a_partition_count_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match="CTXSTORE_PARTITIONS"):
         partitions.configured({"CTXSTORE_PARTITIONS": "0"})
     assert partitions.configured({}) == 1
+
+
+def test_an_erasure_across_partitions_moves_every_row_and_keeps_each_session_home(
+    store_url: str, split: None
+) -> None:
+    """An erasure re-projects sessions of other partitions: each one stays in its own
+    partition, every tracking row ends at the log's end, and a rebuild agrees."""
+    from sqlalchemy import select
+
+    from projections import tables as t
+    from service.erasure import Eraser
+
+    rt = Runtime(store_url, auto_compact=False)
+    try:
+        a, b, c = (str(rt.execute("start_session", title=n)[0]) for n in "abc")
+        for sid in (a, b, c):
+            for n in range(3):
+                rt.execute("append_node", sid, role="user", output=f"{sid[:4]} turn {n}")
+        rt.execute("attach", c, b)  # c (partition 2) copies b's content (partition 1)
+        rt.execute("attach", c, a)
+        homes = {sid: rt.processor.partition_of(sid) for sid in (a, b, c)}
+        assert homes == {a: 0, b: 1, c: 2}, homes
+        Eraser(rt).erase(b, "test")
+        top = rt.app.recorder.max_notification_id()
+        assert rt.store.positions() == dict.fromkeys(range(4), top)
+        with rt.store.engine.connect() as conn:
+            query = select(t.sessions.c.session_id, t.sessions.c.partition)
+            stored = {str(sid): int(p) for sid, p in conn.execute(query)}
+        assert stored == {a: 0, c: 2}, stored
+        assert rt.rendered(c, "neutral")  # the referrer still renders, from its new rows
+    finally:
+        rt.close()
+    result = rebuild_and_compare(store_url)
+    assert result["identical"], result
+
+
+def test_the_stream_watcher_wakes_a_partition_that_moves_below_the_furthest(
+    store_url: str, split: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partitions advance out of step: a session whose partition catches up to where
+    another partition already is must still wake its streams (the furthest position
+    does not move; the lowest would hold the other partition's changes back)."""
+    import asyncio
+
+    from api.stream_watcher import StreamWatcher
+
+    rt = Runtime(store_url, auto_compact=False)
+    try:
+        a, b = (str(rt.execute("start_session", title=n)[0]) for n in "ab")
+        pa, pb = rt.processor.partition_of(a), rt.processor.partition_of(b)
+        assert pa != pb
+        # from here, only the test catches up (as a worker would, one partition at a time)
+        monkeypatch.setattr(rt, "_follow", lambda command, result: None)
+        rt.auto_catch_up = False
+
+        async def scenario() -> None:
+            watcher = StreamWatcher(rt, 0.01)
+            wake_a, wake_b = watcher.subscribe(a), watcher.subscribe(b)
+            await asyncio.wait_for(wake_a.wait(), 10)  # a new watcher wakes everyone once
+            await asyncio.sleep(0.05)
+            wake_a.clear(), wake_b.clear()
+            await asyncio.to_thread(rt.execute, "append_node", b, role="user", output="b1")
+            await asyncio.to_thread(rt.execute, "append_node", a, role="user", output="a1")
+            await asyncio.to_thread(rt.processor.catch_up, partition=pa)  # a's: the furthest
+            await asyncio.wait_for(wake_a.wait(), 10)
+            assert not wake_b.is_set()
+            await asyncio.to_thread(rt.processor.catch_up, partition=pb)  # b's, to the same
+            assert rt.store.positions()[pa] == rt.store.positions()[pb]
+            await asyncio.wait_for(wake_b.wait(), 10)
+            watcher.unsubscribe(a, wake_a), watcher.unsubscribe(b, wake_b)
+            assert watcher._task is not None
+            await asyncio.wait_for(watcher._task, 10)
+
+        asyncio.run(scenario())
+    finally:
+        rt.close()
