@@ -3,9 +3,10 @@
 Each open stream used to poll the database every quarter second: 500 idle
 streams cost about a core.  Now a stream waits on an ``asyncio.Event`` and
 costs nothing while its session is quiet.  While at least one stream waits,
-the watcher reads the projections' tracking position once per interval (one
-tiny query whatever the number of streams); when it moves, one more query
-names the sessions changed since, and only their streams wake and read.
+the watcher reads the projections' tracking positions once per interval (one
+tiny query whatever the number of streams); when a partition's moves, one
+more query names the sessions changed since, and only their streams wake
+and read.
 
 No change can slip between a stream's first frame and its first wake-up: a
 stream subscribes before it reads its state, and when the watcher starts (or
@@ -54,17 +55,26 @@ class StreamWatcher:
 
     async def _watch(self) -> None:
         """Runs while any stream waits, and ends by itself when none does."""
-        position: int | None = None
+        seen: dict[int, int] | None = None  # each partition's position at the last round
         while self.waiting:
             try:
-                now = await run_in_threadpool(self.runtime.position)
-                if position is None or now < position:
+                now = await run_in_threadpool(self.runtime.positions)
+                moved = [p for p, at in now.items() if seen is not None and at > seen.get(p, at)]
+                if (
+                    seen is None
+                    or now.keys() != seen.keys()
+                    or any(at < seen[p] for p, at in now.items())
+                ):
                     self._wake(None)
-                elif now > position:
+                elif moved:
+                    # partitions advance out of step: each one's sessions changed after
+                    # its own last position (the furthest position alone would miss a
+                    # change, the lowest would hold one back until every partition moves)
+                    since = {p: seen[p] for p in moved}
                     self._wake(
-                        await run_in_threadpool(self.runtime.store.sessions_changed_after, position)
+                        await run_in_threadpool(self.runtime.store.sessions_changed_after, since)
                     )
-                position = now
+                seen = now
             except Exception:  # a database hiccup: streams stay open, the next round retries
                 log.warning("stream watcher could not read the position", exc_info=True)
             await asyncio.sleep(self.interval)

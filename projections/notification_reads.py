@@ -49,3 +49,23 @@ def select_notifications(recorder: Any, conn: Any, start: int, limit: int,
                      topic=row[3], state=bytes(row[4]))
         for row in conn.execute(statement, params)
     ]  # fmt: skip
+
+
+def first_event(recorder: Any, conn: Any, originator_id: UUID) -> Any:
+    """An aggregate's first stored event (None if none), read through ``conn``
+    on SQLite (inside a batch: the reason above), else by the recorder."""
+    if conn is None or conn.dialect.name != "sqlite":
+        stored = recorder.select_events(originator_id, limit=1)
+        return stored[0] if stored else None
+    from eventsourcing.persistence import StoredEvent
+
+    table = recorder.events_table_name
+    row = conn.execute(
+        text(f"SELECT originator_id, originator_version, topic, state FROM {table} "
+             "WHERE originator_id = :id ORDER BY originator_version LIMIT 1"),
+        {"id": str(originator_id)},
+    ).first()  # fmt: skip
+    if row is None:
+        return None
+    return StoredEvent(originator_id=UUID(row[0]), originator_version=row[1], topic=row[2],
+                       state=bytes(row[3]))  # fmt: skip

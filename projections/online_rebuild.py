@@ -41,11 +41,14 @@ from domain.erasure import ERASURE_TOPIC
 from domain.policy import Policy
 from domain.store_config import sqlalchemy_url
 from domain.tokens import check_tokenizer
+from projections import partitions as parts
 from projections import tables as t
+from projections import tracking
 from projections.notification_reads import select_notifications
 from projections.processor import Processor
 from projections.rebuild import Progress, digest_on
-from projections.store import APPLICATION, ProjectionStore, make_engine
+from projections.store import ProjectionStore, make_engine
+from projections.tracking import APPLICATION
 
 SHADOW = "ctxstore_rebuild"
 SHADOW_TABLES = (t.rules, *t.PROJECTION_TABLES)
@@ -77,15 +80,20 @@ def online_rebuild(url: str, progress: Progress | None = None,
             _copy_rules(live, shadow)
             history = live.policy_history()
             policy = history[-1][1] if history else Policy()
-            processor = Processor(app, shadow, policy)
+            # the shadow splits sessions as the live rows do, so that partition by
+            # partition both stop at the same position
+            processor = Processor(
+                app, shadow, policy, partitions=live.ensure_tracking(parts.configured())
+            )
             total = app.recorder.max_notification_id() or 0
             on_page = (lambda done: progress(done, total)) if progress is not None else None
             # the long part, nothing locked; never past the live projection, so the
             # check below compares both at one position
-            events = processor.catch_up(on_page=on_page, stop=live.position())
+            events = processor.catch_up(on_page=on_page, stop=live.positions())
             with live.engine.connect() as snapshot, _read_snapshot(snapshot):
-                checked_at = _live_position(snapshot)
-                events += processor.catch_up(stop=checked_at)
+                positions = _live_positions(snapshot)
+                checked_at = max(positions.values(), default=0)
+                events += processor.catch_up(stop=positions)
                 before = digest_on(snapshot)
             after = _digest(shadow)
             identical = before == after
@@ -176,10 +184,9 @@ def _read_snapshot(conn: Connection) -> Iterator[None]:
         yield
 
 
-def _live_position(conn: Connection) -> int:
-    query = select(t.tracking.c.notification_id).where(t.tracking.c.application_name
-                                                       == APPLICATION)  # fmt: skip
-    return int(conn.execute(query).scalar() or 0)
+def _live_positions(conn: Connection) -> dict[int, int]:
+    """Each live partition's position, in the snapshot ``conn`` reads."""
+    return tracking.positions(conn)
 
 
 def _digest(store: ProjectionStore) -> dict[str, str]:
@@ -219,11 +226,12 @@ def _switch(live: ProjectionStore, shadow: ProjectionStore, processor: Processor
     engine = shadow.engine if live.is_sqlite else live.engine  # SQLite: the one that attaches
     with engine.connect() as conn:
         with conn.begin():
-            position = _lock_live(conn, live.is_sqlite)
+            positions = _lock_live(conn, live.is_sqlite)
+            position = max(positions.values(), default=0)
             if select_notifications(processor.app.recorder, conn, since + 1, 1, stop=position,
                                     topics=[ERASURE_TOPIC]):  # fmt: skip
                 raise ErasedDuringRebuild("a session was erased during the rebuild; run it again")
-            processor.catch_up(stop=position)  # what the projection did since the check
+            processor.catch_up(stop=positions)  # what the projection did since the check
             # recording rules takes the tracking lock this transaction holds: what it reads
             # stays the live history until the switch commits (read after the catch-up: on
             # SQLite a read here would keep the shadow's writer from committing)
@@ -239,18 +247,19 @@ def _rules(conn: Connection, schema: str) -> list[tuple[Any, ...]]:
     return [tuple(row) for row in conn.exec_driver_sql(query)]
 
 
-def _lock_live(conn: Connection, is_sqlite: bool) -> int:
-    """Hold the live tracking row until commit: the live projection waits; its position."""
+def _lock_live(conn: Connection, is_sqlite: bool) -> dict[int, int]:
+    """Hold every live tracking row until commit: the live projection waits; each
+    partition's position."""
     where = "WHERE application_name = :name"
     if is_sqlite:  # a write to the live file takes its write lock (and only that one)
         conn.execute(text("UPDATE main.ctx_tracking SET notification_id = notification_id "
                           + where), {"name": APPLICATION})  # fmt: skip
-        found = conn.execute(text(f"SELECT notification_id FROM main.ctx_tracking {where}"),
-                             {"name": APPLICATION}).scalar()  # fmt: skip
-    else:
-        found = conn.execute(text(f"SELECT notification_id FROM ctx_tracking {where} "
-                                  "FOR UPDATE"), {"name": APPLICATION}).scalar()  # fmt: skip
-    return int(found or 0)
+        rows = conn.execute(text("SELECT partition, notification_id FROM main.ctx_tracking "
+                                 + where), {"name": APPLICATION})  # fmt: skip
+    else:  # in partition order, as every process locks several
+        query = f"SELECT partition, notification_id FROM ctx_tracking {where} ORDER BY partition"
+        rows = conn.execute(text(query + " FOR UPDATE"), {"name": APPLICATION})
+    return {int(p): int(n) for p, n in rows}
 
 
 def _replace(conn: Connection, is_sqlite: bool) -> None:

@@ -4,54 +4,112 @@ eventsourcing's SQLite recorder cannot ``subscribe`` (it raises
 NotImplementedError), so instead of its threaded ``ProjectionRunner`` we pull
 pages from the notification log ourselves, with the same guarantee its
 tracking recorders give: the rows of a page and the new tracking position
-commit in one transaction.  Any number of processes may run this; the
-tracking row lock makes them take turns, and each one first reads the rows
-the others wrote since its own position.
+commit in one transaction.
+
+Sessions are split into ``P`` partitions (``projections.partitions``), each
+with its own tracking row, in-memory projector and lock: a batch locks only
+its partition, so appends to sessions of different partitions are projected
+side by side, by threads of one process or by several processes.  A
+partition's batch reads the whole log and applies its own sessions' events.
+An attach or merge that reads a session of another partition waits until
+that partition has passed the event (``_blocked``), then reads that
+session's committed rows older than the event: exactly what one projector
+applying the whole log in order would have seen.  P=1 (the default) is one
+partition, as before.
 """
 
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
+from domain import events as ev
 from domain.application import CtxStore
 from domain.erasure import ERASURE_TOPIC
 from domain.policy import Policy
-from projections import tables as t
-from projections.notification_reads import select_notifications
+from projections import partitions as parts
+from projections.notification_reads import first_event, select_notifications
+from projections.part_sync import Part, synced
 from projections.projector import Projector
-from projections.records import NodeRow, Outbox, SessionRow, node_key
-from projections.session_rows import SessionRows
+from projections.records import Outbox
 from projections.store import ProjectionStore
-from projections.working_set import meta_of
 
 PAGE = 500
+SESSION_TOPICS = ("domain.session:", "domain.events:")  # a session's own events
+Stop = int | dict[int, int] | None  # how far catch_up may go, everywhere or per partition
+WHOLE_STORE = 1 << 62  # a working set budget that never evicts
 
 
 class Processor:
     def __init__(self, app: CtxStore, store: ProjectionStore, policy: Policy,
-                 working_set: int | None = None) -> None:  # fmt: skip
-        """``working_set``: hold at most about that many nodes (None: the whole store)."""
+                 working_set: int | None = None,
+                 partitions: int | None = None) -> None:  # fmt: skip
+        """``working_set``: hold at most about that many nodes (None: the whole store);
+        ``partitions``: P for a store with no tracking rows yet (``CTXSTORE_PARTITIONS``)."""
         self.app = app
         self.store = store
-        self.rows = SessionRows(store) if working_set is not None else None
-        self.budget = working_set or 0
+        self.partitions = store.ensure_tracking(partitions or parts.configured())
+        self.partitioner = parts.Partitioner(self.partitions, self._first_event)
+        # With several partitions a partition reads other partitions' sessions
+        # from their rows, so it needs the working set's lazy lookups.
+        lazy = working_set is not None or self.partitions > 1
+        self.budget = working_set or 0  # 0: no working set (the whole store)
+        budget = working_set or WHOLE_STORE
+        self.parts = [Part(i, store, lazy, budget) for i in range(self.partitions)]
         history = store.record_policy(policy, app.recorder.max_notification_id() or 0)
         self.starts = [start for start, _ in history]
         self.policies = [p for _, p in history]
-        self.projector: Projector | None = None
+        self._batch = threading.local()  # this thread's batch under way, if any
         self.resets = 0  # times another process's erasure made this one start over
+
+    @property
+    def projector(self) -> Projector | None:
+        """Partition 0's projector (the only one with P=1); set None to drop them all."""
+        return self.parts[0].projector
+
+    @projector.setter
+    def projector(self, value: Projector | None) -> None:
+        assert value is None, "only dropping is supported"
+        for part in self.parts:
+            part.projector = None
+
+    def projector_of(self, session_id: object) -> Projector | None:
+        """The projector of ``session_id``'s partition (as of its last catch-up)."""
+        return self.parts[self.partition_of(session_id)].projector
+
+    def partition_of(self, session_id: object) -> int:
+        return self.partitioner.of(session_id)
+
+    @property
+    def batch_conn(self) -> Any:
+        """The connection of this thread's batch under way (None outside one)."""
+        return getattr(self._batch, "conn", None)
+
+    @batch_conn.setter
+    def batch_conn(self, conn: Any) -> None:
+        self._batch.conn = conn
+
+    def _first_event(self, session_id: UUID) -> Any:
+        """A session's first event, for its partition.
+
+        Inside a batch on SQLite it is read through the batch's connection:
+        asking the recorder's pool there could wait on a writer that waits
+        for the batch's lock (``projections.notification_reads``)."""
+        stored = first_event(self.app.recorder, self.batch_conn, session_id)
+        return self.app.mapper.to_domain_event(stored) if stored is not None else None
 
     def _refresh_policies(self, conn: Any) -> None:
         """Take up rules another process recorded, keeping our objects when nothing changed.
 
         Read inside each batch, under the tracking lock: a process that records
-        new rules does so under the same lock, from the next unprojected
-        event, so no page can be projected under rules older than it should.
-        Caches keyed on a policy object (its rules_version digest, the
-        summary-request scan memo) survive from one page to the next only if
-        the object does.
+        new rules does so under every partition's lock, from the next
+        unprojected event, so no page can be projected under rules older than
+        it should.  Caches keyed on a policy object (its rules_version digest,
+        the summary-request scan memo) survive from one page to the next only
+        if the object does.
         """
         history = self.store.policy_history(conn)
         if history and history != list(zip(self.starts, self.policies, strict=True)):
@@ -70,120 +128,153 @@ class Processor:
         return self.policies[max(index, 0)]
 
     def catch_up(self, page: int = PAGE, on_page: Callable[[int], None] | None = None,
-                 stop: int | None = None) -> int:  # fmt: skip
-        """Project every stored event not projected yet (up to notification ``stop``
-        if given); how many.
+                 partition: int | None = None, stop: Stop = None) -> int:  # fmt: skip
+        """Project every stored event (of ``partition``, if named) not projected yet; how many.
 
-        ``on_page`` hears the running count after each committed page (a
-        command line's progress bar).
+        ``stop``: project no further than that notification (one number for
+        every partition, or each partition's own, as an online rebuild
+        compares its shadow with live tracking rows).  ``on_page`` hears the
+        running count after each committed page (a command line's progress bar).
         """
-        projector = self.projector
-        newest = self.app.recorder.max_notification_id() or 0
-        if stop is not None:
-            newest = min(newest, stop)
-        if projector is not None and projector.position >= newest:
-            return 0  # nothing stored since: no need to take the tracking lock
+        if partition is not None:
+            return self._catch_up(self.parts[partition], page, on_page, stop)
+        return sum(self._catch_up(part, page, on_page, stop) for part in self.parts)
+
+    def reading(self, partition: int) -> None:
+        """Before a query: catch up ``partition`` if the log holds anything of it.
+
+        A query needs only its partition's events.  Catching up to the end of
+        the log would commit a new position whenever any other partition
+        moved: a write and a commit for each read.  So only a read looks
+        first; the next command or worker round records the position.
+        """
+        part = self.parts[partition]
+        projector = part.projector
+        if self.partitions > 1 and projector is not None:
+            notes = self.app.recorder.select_notifications(start=projector.position + 1,
+                                                           limit=PAGE)  # fmt: skip
+            mine = (n for n in notes  # an erasure rewrote every partition's rows
+                    if n.topic == ERASURE_TOPIC or self._home(n)[1] == partition)  # fmt: skip
+            if len(notes) < PAGE and next(mine, None) is None:
+                return
+        self.catch_up(partition=partition)
+
+    def _catch_up(self, part: Part, page: int, on_page: Callable[[int], None] | None,
+                  stop: Stop = None) -> int:  # fmt: skip
         total = 0
+        limit = stop.get(part.index, 0) if isinstance(stop, dict) else stop
+        while True:
+            newest = self.app.recorder.max_notification_id() or 0
+            if limit is not None:
+                newest = min(newest, limit)
+            with part.lock:
+                done, blocked = self._run(part, newest, page, on_page, total, limit)
+            total += done
+            if not blocked:
+                return total
+            # Outside this partition's lock: the other may be waiting for this one.
+            for other in blocked:
+                self._catch_up(self.parts[other], page, None, stop)
+
+    def _run(self, part: Part, newest: int, page: int, on_page: Callable[[int], None] | None,
+             total: int, stop: int | None = None) -> tuple[int, set[int]]:  # fmt: skip
+        """Batches until caught up, or until an event must wait for other partitions."""
+        done = 0
+        if part.projector is not None and part.projector.position >= newest:
+            return 0, set()  # nothing stored since: no need to take the tracking lock
         try:
             while True:
-                with self.store.batch() as (conn, position):
-                    if self.rows is not None:
-                        self.rows.conn = conn  # the working set reads what the batch sees
+                with self.store.batch(part.index, self.partitions) as (conn, position):
+                    part.rows.conn = conn  # the working set reads what the batch sees
                     self._refresh_policies(conn)  # another process may have recorded rules
-                    projector = self._synced(conn, position)
+                    projector = synced(self, part, conn, position)
+                    self.batch_conn = conn  # partition lookups read the log through it
                     notes = (select_notifications(self.app.recorder, conn, position + 1, page,
                                                   stop=stop)
                              if stop is None or position < stop else [])  # fmt: skip
                     if not notes:
-                        if self.rows is not None:
-                            self.rows.conn = None
-                        break
+                        part.rows.conn = None
+                        self.batch_conn = None
+                        return done, set()
                     projector.load_rows = lambda cp: self.store.commit_rows(cp, conn)
                     try:
-                        for note in notes:
-                            projector.apply(self.app.mapper.to_domain_event(note), note.id)
-                        self.store.write(conn, projector.outbox, projector.position)
+                        applied, blocked = self._apply(part, projector, notes)
+                        self.store.write(conn, projector.outbox, projector.position, part.index)
                     finally:
                         projector.load_rows = self.store.commit_rows  # outside the batch
-                        if self.rows is not None:
-                            self.rows.conn = None
+                        part.rows.conn = None
+                        part.rows.before = None
+                        self.batch_conn = None
                 projector.outbox = Outbox()
                 projector.pending.clear()
                 if projector.working is not None:
                     projector.working.stored()
                     projector.working.trim()
-                total += len(notes)
+                done += applied
                 if on_page is not None:
-                    on_page(total)
-                if len(notes) < page:
-                    break
+                    on_page(total + done)
+                if blocked or len(notes) < page:
+                    return done, blocked
         except BaseException:
-            self.projector = None  # memory may be ahead of what committed: rebuild it
-            if self.rows is not None:
-                self.rows.conn = None
+            part.projector = None  # memory may be ahead of what committed: rebuild it
+            part.rows.conn = None
+            self.batch_conn = None
             raise
-        return total
 
-    def _load_working_set(self, projector: Projector, since: int) -> None:
-        """Counts for every session; rows only for the sessions held."""
-        assert projector.working is not None and self.rows is not None
-        for session_id, gained in self.rows.node_counts(since).items():
-            projector.dag.counts[session_id] = projector.dag.counts.get(session_id, 0) + gained
-        held = list(projector.working.loaded)
-        if not since or not held:
-            return  # nothing held yet: sessions come in when first looked up
-        for row in self.rows.node_rows(held, since):
-            if not dict.__contains__(projector.dag.nodes, node_key(row.session_id, row.node_id)):
-                projector.hold_node(NodeRow.from_row(row))
-                projector.working.grew(row.session_id)
-        for meta in self.rows.commit_metas(held, since):
-            projector.hold_commit(meta_of(meta))
+    def _apply(self, part: Part, projector: Projector, notes: Any) -> tuple[int, set[int]]:
+        """Apply this partition's events of ``notes``; how many were read, and what
+        other partitions must catch up first if an event has to wait for them."""
+        read = 0
+        for note in notes:
+            event = None
+            if self.partitions > 1:
+                event, home = self._home(note)
+                if home != part.index:
+                    projector.position = note.id
+                    read += 1
+                    continue
+            if event is None:
+                event = self.app.mapper.to_domain_event(note)
+            blocked = self._blocked(part, event, note.id) if self.partitions > 1 else set()
+            if blocked:
+                return read, blocked
+            projector.apply(event, note.id)
+            if part.rows.before is not None:  # what it read of another partition goes again
+                part.release_foreign(projector, self.partitioner)
+                part.rows.before = None
+            read += 1
+        return read, set()
 
-    def _synced(self, conn: Any, position: int) -> Projector:
-        projector = self.projector
-        if (projector is None or projector.position > position
-                or self._erased(projector, position, conn)):  # fmt: skip
-            projector = Projector(self.policy_at, self.store.commit_rows, self.rows, self.budget)
-            projector.position = 0
-        if projector.position < position:
-            self._load(projector, conn)
-            projector.position = position
-        self.projector = projector
-        return projector
+    def _home(self, note: Any) -> tuple[Any, int]:
+        """The partition of a notification's session (decoding only a session's start).
 
-    def _erased(self, projector: Projector, position: int, conn: Any) -> bool:
-        """Whether another process erased a session since ``projector`` last caught up.
+        Events of other aggregates (node and idempotency claims, erasure
+        records) project nothing; every partition passes over them (-1)."""
+        if not note.topic.startswith(SESSION_TOPICS):
+            return None, -1
+        if note.originator_version == 1:  # Session.Started: where it branched from
+            event = self.app.mapper.to_domain_event(note)
+            sid = str(note.originator_id)
+            return event, self.partitioner.started(sid, getattr(event, "branched_from", None))
+        return None, self.partitioner.of(str(note.originator_id))
 
-        An erasure rewrites the projection tables below its own position too
-        (``service/erasure.py``), so rows read since are not enough: what this
-        process holds in memory may show erased content.  It starts over.
-        """
-        if projector.position >= position:
-            return False
-        found = select_notifications(
-            self.app.recorder,
-            conn,
-            projector.position + 1,
-            1,
-            stop=position,
-            topics=[ERASURE_TOPIC],
-        )
-        if found:
-            self.resets += 1
-        return bool(found)
-
-    def _load(self, projector: Projector, conn: Any) -> None:
-        """Bring the indexes up to date with rows other processes wrote."""
-        since = projector.position
-        for row in self.store.rows_after(t.sessions, since, conn):
-            projector.dag.add_session(SessionRow.from_row(row))
-        if projector.working is not None and self.rows is not None:
-            self._load_working_set(projector, since)
-            return
-        for row in self.store.rows_after(t.nodes, since, conn):
-            if node_key(row.session_id, row.node_id) not in projector.dag.nodes:
-                projector.dag.add(NodeRow.from_row(row))
-        for row in self.store.rows_after(t.commits, since, conn):
-            raw = dict(row._mapping)
-            projector.commits[raw["commit_id"]] = meta_of(raw)
-            projector.latest_commit[(raw["session_id"], raw["head_node_id"])] = raw["commit_id"]
+    def _blocked(self, part: Part, event: Any, note_id: int) -> set[int]:
+        """Other partitions an attach or merge reads that have not passed it yet."""
+        if isinstance(event, ev.AttachStaged):
+            others = [event.source_session]
+        elif isinstance(event, ev.MergeCompleted):
+            others = [p["session_id"] for p in event.peers if p.get("session_id")]
+        else:
+            return set()
+        foreign = {self.partitioner.of(str(s)) for s in others} - {part.index}
+        if not foreign:
+            return set()
+        behind = {
+            q for q, at in self.store.positions().items() if q in foreign and at < note_id - 1
+        }
+        if not behind:
+            assert part.projector is not None
+            part.release_foreign(part.projector, self.partitioner)
+            part.rows.before = note_id  # their rows as they were when the event was made
+            part.sync_foreign(part.projector, self.partitioner)
+        return behind

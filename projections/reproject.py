@@ -149,13 +149,15 @@ def drop_unused_tool_sets(conn: Connection, keys: set[str]) -> None:
 def reproject(
     store: ProjectionStore, conn: Connection, policy_at: Callable[[int], Policy],
     notes: Iterable[Notification], to_event: Callable[[Notification], Any], position: int,
-    budget: int = DEFAULT_BUDGET,
+    budget: int = DEFAULT_BUDGET, partition_of: Callable[[str], int] = lambda _sid: 0,
 ) -> int:  # fmt: skip
     """Project ``notes`` (the dropped sessions' events, in log order) inside ``conn``.
 
     The other sessions come in from their stored rows as they are looked up
-    (a working set, reading through ``conn``, which sees the drop); the
-    tracking position is left at ``position``.  How many events.
+    (a working set, reading through ``conn``, which sees the drop); each
+    re-projected session is written with its partition (``partition_of``),
+    and every partition's tracking row is left at ``position`` (the caller
+    holds them all).  How many events.
     """
     rows = SessionRows(store)
     rows.conn = conn
@@ -169,7 +171,7 @@ def reproject(
 
     def flush() -> None:
         assert projector.working is not None
-        store.write(conn, projector.outbox, position)
+        store.write(conn, projector.outbox, position, partition_of)
         projector.outbox = Outbox()
         projector.pending.clear()
         projector.working.stored()
@@ -184,3 +186,13 @@ def reproject(
             page.clear()
     flush()
     return count
+
+
+def partitions_of(conn: Connection, sessions: list[str]) -> dict[str, int]:
+    """The partition each of ``sessions`` is stored in (read before their rows are dropped)."""
+    c = t.sessions.c
+    found: dict[str, int] = {}
+    for chunk in _chunks(sorted(sessions)):
+        query = select(c.session_id, c.partition).where(c.session_id.in_(chunk))
+        found.update((str(sid), int(p)) for sid, p in conn.execute(query))
+    return found

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import func, select
@@ -50,7 +51,7 @@ def _summary(s: SessionRow) -> dict[str, Any]:
 
 
 def sessions(
-    projector: Projector, limit: int | None = None, after: SessionKey | None = None,
+    session_rows: Iterable[SessionRow], limit: int | None = None, after: SessionKey | None = None,
     tenant: str | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:  # fmt: skip
     """A page of sessions, oldest first, and the cursor of the next page (None at the end).
@@ -61,7 +62,7 @@ def sessions(
     client pages sorts after the ones it has seen, so none is skipped or
     shown twice.
     """
-    rows = sorted((s for s in projector.dag.sessions.values() if tenant in (None, s.tenant)),
+    rows = sorted((s for s in session_rows if tenant in (None, s.tenant)),
                   key=lambda s: (s.created_at, s.session_id))  # fmt: skip
     if after is not None:
         rows = [s for s in rows if (s.created_at, s.session_id) > after]

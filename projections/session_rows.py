@@ -26,6 +26,9 @@ class SessionRows:
     def __init__(self, store: ProjectionStore) -> None:
         self.store = store
         self.conn: Connection | None = None  # the running batch's, if any
+        # While an event reading another partition's session is applied: only rows
+        # older than it, so that session is seen as it was when the event was made.
+        self.before: int | None = None
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
@@ -49,6 +52,8 @@ class SessionRows:
                 query = select(t.nodes).where(
                     c.session_id.in_(session_ids[start : start + CHUNK]), c.notification_id > after
                 )
+                if self.before is not None:
+                    query = query.where(c.notification_id < self.before)
                 out.extend(conn.execute(query.order_by(c.notification_id)))
         return out
 
@@ -60,16 +65,22 @@ class SessionRows:
                 query = select(*_META).where(
                     c.session_id.in_(session_ids[start : start + CHUNK]), c.notification_id > after
                 )
+                if self.before is not None:
+                    query = query.where(c.notification_id < self.before)
                 out.extend(
                     dict(r._mapping) for r in conn.execute(query.order_by(c.notification_id))
                 )
         return out
 
-    def node_counts(self, after: int) -> dict[str, int]:
-        """Nodes each session gained after ``after`` (all of them from 0)."""
+    def node_counts(self, after: int, partition: int | None = None) -> dict[str, int]:
+        """Nodes each session (of ``partition``, if named) gained after ``after``."""
         c = t.nodes.c
         query = select(c.session_id, func.count()).group_by(c.session_id)
         if after:  # from 0 the (session, seq) index answers without reading a row
             query = query.where(c.notification_id > after)
+        if partition is not None:
+            query = query.where(c.session_id.in_(
+                select(t.sessions.c.session_id).where(t.sessions.c.partition == partition)
+            ))  # fmt: skip
         with self._connection() as conn:
             return {sid: int(n) for sid, n in conn.execute(query)}

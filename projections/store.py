@@ -3,21 +3,32 @@
 One transaction per batch writes the rows a batch produced together with
 the tracking position, so a crash either keeps the whole batch (and its
 position) or none of it: no event is lost or applied twice.  Concurrent
-processors are serialised on the tracking row (``FOR UPDATE`` on
-PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite).
+processors are serialised on their partition's tracking row (``FOR UPDATE``
+on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite; ``projections.tracking``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from operator import itemgetter
 from typing import Any
 
 from eventsourcing.persistence import InterfaceError as ESInterfaceError
 from eventsourcing.persistence import OperationalError as ESOperationalError
-from sqlalchemy import Connection, Engine, Table, create_engine, event, insert, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Table,
+    and_,
+    create_engine,
+    event,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError as SQLOperationalError
@@ -25,9 +36,9 @@ from sqlalchemy.exc import OperationalError as SQLOperationalError
 from domain.policy import Policy
 from domain.store_config import sqlalchemy_url
 from projections import tables as t
+from projections import tracking
 from projections.records import Outbox
 
-APPLICATION = "ctxstore"
 WRITE_OPTION = "ctxstore_writes"  # execution option: this transaction will write
 # What a locked, busy or unreachable database raises, from the event store
 # (eventsourcing) or the projection tables (SQLAlchemy): retryable, not a bug.
@@ -80,28 +91,37 @@ class ProjectionStore:
     def close(self) -> None:
         self.engine.dispose()
 
-    @contextmanager
-    def batch(self) -> Iterator[tuple[Connection, int]]:
-        """A write transaction holding the tracking lock; yields the stored position."""
-        with self._writing() as conn:
-            query = select(t.tracking.c.notification_id).where(
-                t.tracking.c.application_name == APPLICATION
-            )
-            if not self.is_sqlite:
-                query = query.with_for_update()
-            position = conn.execute(query).scalar()
-            if position is None:
-                # FOR UPDATE locks no row that does not exist yet, so two processes
-                # starting together both get here: let one insert win, then lock it.
-                first = self._insert_dialect(t.tracking).values(
-                    application_name=APPLICATION, notification_id=0
-                )
-                conn.execute(first.on_conflict_do_nothing())
-                position = conn.execute(query).scalar_one()
-            yield conn, int(position)
+    def ensure_tracking(self, partitions: int) -> int:
+        """Create the tracking rows if none exist; the partition count stored in them."""
+        with self.writing() as conn:
+            return tracking.ensure(conn, self._insert_dialect(t.tracking), partitions)
 
     @contextmanager
-    def _writing(self) -> Iterator[Connection]:
+    def batch(self, partition: int = 0, partitions: int = 1) -> Iterator[tuple[Connection, int]]:
+        """A write transaction holding ``partition``'s tracking lock; yields its position.
+
+        Tracking rows emptied since (a rebuild, an erasure) are created again,
+        with ``partitions``: the count the caller's sessions were split by."""
+        with self.writing() as conn:
+            if not self._tracked(conn):
+                tracking.ensure(conn, self._insert_dialect(t.tracking), partitions)
+            yield conn, tracking.lock(conn, partition)
+
+    @contextmanager
+    def batch_all(self) -> Iterator[tuple[Connection, int]]:
+        """A write transaction holding every partition's lock; yields the furthest position."""
+        with self.writing() as conn:
+            if not self._tracked(conn):
+                tracking.ensure(conn, self._insert_dialect(t.tracking), 1)
+            yield conn, max(tracking.lock_all(conn).values())
+
+    @staticmethod
+    def _tracked(conn: Connection) -> bool:
+        return bool(tracking.positions(conn))
+
+    @contextmanager
+    def writing(self) -> Iterator[Connection]:
+        """A write transaction (on SQLite it takes the write lock up front)."""
         with self.engine.connect() as conn:
             conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():
@@ -114,26 +134,41 @@ class ProjectionStore:
         return pg_insert(table)
 
     def position(self) -> int:
-        with self.engine.connect() as conn:
-            value = conn.execute(
-                select(t.tracking.c.notification_id).where(
-                    t.tracking.c.application_name == APPLICATION
-                )
-            ).scalar()
-        return int(value or 0)
+        """The furthest partition's position (0 before anything was projected)."""
+        return max(self.positions().values(), default=0)
 
-    def sessions_changed_after(self, position: int) -> list[str]:
-        """The sessions whose last event the projections applied is after ``position``:
-        what a change at the tracking position touched, in one small query."""
+    def positions(self) -> dict[int, int]:
+        """Every partition's committed position."""
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(t.sessions.c.session_id).where(t.sessions.c.notification_id > position)
-            )
+            return tracking.positions(conn)
+
+    def sessions_changed_after(self, position: int | dict[int, int]) -> list[str]:
+        """The sessions whose last event the projections applied is after ``position``:
+        what a change at the tracking position touched, in one small query.
+
+        ``position`` may be per partition (``{partition: position}``): then only
+        those partitions' sessions changed after their own position."""
+        c = t.sessions.c
+        if isinstance(position, dict):
+            where = or_(*(and_(c.partition == p, c.notification_id > at)
+                          for p, at in position.items()))  # fmt: skip
+        else:
+            where = c.notification_id > position
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(c.session_id).where(where))
             return [str(row[0]) for row in rows]
 
-    def write(self, conn: Connection, outbox: Outbox, position: int) -> None:
+    def write(self, conn: Connection, outbox: Outbox, position: int,
+              partition: int | Callable[[str], int] = 0) -> None:  # fmt: skip
+        """The batch's rows, and ``partition``'s tracking row moved to ``position``.
+
+        ``partition`` may instead be each session's partition by its id (an
+        erasure re-projecting sessions of every partition): then every
+        tracking row moves to ``position``."""
         self._insert(conn, t.nodes, outbox.nodes)
-        self._insert(conn, t.sessions, [s.to_row() for s in outbox.new_sessions.values()])
+        of = partition if callable(partition) else (lambda _sid, p=partition: p)
+        started = [dict(s.to_row(), partition=of(sid)) for sid, s in outbox.new_sessions.items()]
+        self._insert(conn, t.sessions, started)
         for session in outbox.changed_sessions.values():
             row = session.to_row()
             sid = row.pop("session_id")
@@ -144,11 +179,10 @@ class ProjectionStore:
         for key, tools in outbox.tool_sets.items():  # content-addressed: equal sets share a row
             insert_set = self._insert_dialect(t.tool_sets).values(tools_key=key, tools=tools)
             conn.execute(insert_set.on_conflict_do_nothing())
-        conn.execute(
-            update(t.tracking)
-            .where(t.tracking.c.application_name == APPLICATION)
-            .values(notification_id=position)
-        )
+        if callable(partition):
+            tracking.advance_all(conn, position)
+        else:
+            tracking.advance(conn, partition, position)
 
     def _insert(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
         """Bulk insert through the driver: ``executemany`` on SQLite, ``COPY`` on PostgreSQL.
@@ -221,7 +255,7 @@ class ProjectionStore:
         history = self.policy_history()
         if history and history[-1][1].rules_version == policy.rules_version:
             return history
-        with self.batch() as (conn, position):
+        with self.batch_all() as (conn, position):
             start = max(position, log_position) + 1
             conn.execute(t.rules.delete().where(t.rules.c.from_position == start))
             conn.execute(insert(t.rules).values(from_position=start,
@@ -237,7 +271,7 @@ class ProjectionStore:
 
     def truncate(self) -> None:
         """Empty every projection table in one transaction (the rules history stays)."""
-        with self._writing() as conn:
+        with self.writing() as conn:
             if self.is_sqlite:  # a bare DELETE is SQLite's own truncate
                 for table in reversed(t.PROJECTION_TABLES):
                     conn.execute(table.delete())

@@ -26,7 +26,9 @@ tracking = Table(
     "ctx_tracking",
     metadata,
     Column("application_name", String(64), primary_key=True),
+    Column("partition", Integer, primary_key=True, server_default="0"),  # revision 0011
     Column("notification_id", BigInteger, nullable=False),
+    Column("partitions", Integer, nullable=False, server_default="1"),  # P, the same in every row
 )
 
 rules = Table(
@@ -55,6 +57,7 @@ sessions = Table(
     Column("compaction", Text),  # JSON: the session's summarizer instructions and model
     Column("tools", Text),  # JSON: the tools it declared last
     Column("tenant", String(64), nullable=False, server_default="default"),  # revision 0009
+    Column("partition", Integer, nullable=False, server_default="0"),  # revision 0011
     Index("ix_ctx_sessions_notification", "notification_id"),
 )
 
@@ -155,6 +158,16 @@ tool_sets = Table(
     metadata,
     Column("tools_key", String(32), primary_key=True),  # a digest of the tools' JSON
     Column("tools", Text, nullable=False),
+)
+
+# Which worker projects which partition, until when (revision 0011).  Not a
+# projection of events: a rebuild neither empties nor digests it.
+leases = Table(
+    "ctx_leases",
+    metadata,
+    Column("partition", Integer, primary_key=True),  # -1: present, holding any or none
+    Column("owner", String(64), primary_key=True),
+    Column("expires_at", Float, nullable=False),  # seconds since the epoch
 )
 
 # Everything a rebuild drops and recomputes (ctx_rules is history, kept).

@@ -6,7 +6,7 @@
     ctxstore import  FILE.jsonl [--tenant T] [--db URL]  # prints the new session id
     ctxstore export  SESSION_ID [--db URL] [--out FILE]
     ctxstore replay  SESSION_ID --to VERSION [--render neutral|openai|anthropic] [--db URL]
-    ctxstore worker  [--db URL] [--interval 0.5]     # projections as their own process
+    ctxstore worker  [--db URL] [--interval 0.5] [--lease 10]  # projections, split by leases
     ctxstore rebuild [--db URL] [--online [--switch-anyway]]  # exit 1 if digests differ
     ctxstore keys create --tenant T --scope read|write|admin [--db URL]  # prints the secret once
     ctxstore keys list   [--db URL]
@@ -29,8 +29,10 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
@@ -68,19 +70,29 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from projections.leases import Leases
+
     runtime = _runtime(args)
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    leases = Leases(runtime.store, owner, runtime.processor.partitions, args.lease)
     stopping: list[int] = []
 
     def stop(signum: int, frame: FrameType | None) -> None:
         stopping.append(signum)
 
     previous = signal.signal(signal.SIGTERM, stop)
-    print(f"worker: projecting {_url(args)} every {args.interval}s (Ctrl-C stops)", flush=True)
+    print(f"worker {owner}: projecting {_url(args)} every {args.interval}s (Ctrl-C stops)",
+          flush=True)  # fmt: skip
     backoff = 0.0
+    held: list[int] = []
     try:
         while not stopping:
             try:
-                count = runtime.catch_up()
+                now = leases.renew()  # a dead worker's partitions, once its leases expire
+                if now != held:
+                    print(f"worker: holds partitions {now}", flush=True)
+                held = now
+                count = runtime.catch_up(partitions=held)
             except DATABASE_ERRORS as exc:
                 # A locked or briefly unreachable database is weather, not a bug:
                 # the batch rolled back whole, so wait and take it again.
@@ -97,6 +109,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
+        try:
+            leases.release()  # the others need not wait out the leases
+        except DATABASE_ERRORS:
+            pass
         runtime.close()
     return 0
 
@@ -191,8 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="print the provider request at that event (projected in memory)",
     )
-    command("worker", cmd_worker, "keep the projections caught up until Ctrl-C"
-            ).add_argument("--interval", type=float, default=0.5)  # fmt: skip
+    p = command("worker", cmd_worker, "keep the projections caught up until Ctrl-C; workers "
+                "split the partitions by leases")  # fmt: skip
+    p.add_argument("--interval", type=float, default=0.5)
+    p.add_argument("--lease", type=float, default=10.0,
+                   help="seconds a worker's partitions stay its own without renewal")  # fmt: skip
     p = command("rebuild", cmd_rebuild, "rebuild every projection and compare digests")
     p.add_argument("--online", action="store_true", help="rebuild beside the live tables "
                    "while servers run, then switch if the digests agree")  # fmt: skip

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Connection, select
+from sqlalchemy import select
 
 from domain import events as ev
 from domain.erasure import (
@@ -36,8 +36,11 @@ from domain.errors import SessionNotFound
 from domain.node_claim import claim_id, legacy_claim_id
 from projections import reproject as rp
 from projections import tables as t
+from projections import tracking
 from projections.projector import Projector
-from projections.store import APPLICATION, WRITE_OPTION
+from projections.records import SessionRow
+from projections.session_rows import SessionRows
+from projections.store import WRITE_OPTION
 from projections.working_set import DEFAULT_BUDGET
 from service.erasure_store import EventTables
 from service.runtime import Runtime
@@ -133,8 +136,8 @@ class Eraser:
         when = at or datetime.now(UTC)
         for attempt in range(RETRIES):
             runtime.catch_up()
-            projector = runtime._projector()  # noqa: SLF001
-            plan = self._plan(projector, roots(projector))
+            projector, position = self._reader()
+            plan = self._plan(projector, roots(projector), position)
             if not plan.groups:
                 return [], {"erased_at": when.isoformat(), "compacted": True, "reprojected": 0}
             records = [self._record(plan, root, by, projector) for root in plan.groups]
@@ -189,8 +192,11 @@ class Eraser:
             conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():
                 top = tables.lock(conn)
-                if top != plan.position or self._tracking(conn) != top:
+                # every partition's row, each caught up to where the plan was made
+                positions = tracking.lock_all(conn)
+                if top != plan.position or any(p != top for p in positions.values()):
                     raise _Moved
+                partitions = rp.partitions_of(conn, plan.reprojected)
                 keys = rp.tool_keys(conn, erased + plan.reprojected)
                 claims += tables.claims_of(conn, legacy)
                 tables.delete(conn, [UUID(sid) for sid in erased] + claims)
@@ -201,20 +207,40 @@ class Eraser:
                 notes = tables.notifications(conn, plan.reprojected)
                 rp.reproject(runtime.store, conn, runtime.processor.policy_at, notes,
                              self.app.mapper.to_domain_event, newest,
-                             runtime.processor.budget or DEFAULT_BUDGET)  # fmt: skip
+                             runtime.processor.budget or DEFAULT_BUDGET,
+                             partition_of=lambda sid: partitions.get(sid, 0))  # fmt: skip
                 rp.drop_unused_tool_sets(conn, keys)
-
-    def _tracking(self, conn: Connection) -> int:
-        query = select(t.tracking.c.notification_id).where(
-            t.tracking.c.application_name == APPLICATION
-        )
-        if not self.tables.is_sqlite:
-            query = query.with_for_update()
-        return int(conn.execute(query).scalar() or 0)
 
     # ------------------------------------------------------------- planning
 
-    def _plan(self, projector: Projector, roots: list[str]) -> _Plan:
+    def _reader(self) -> tuple[Projector, int]:
+        """A projector that sees every session, and the position it is as of.
+
+        With one partition, the runtime's own.  With several, each partition's
+        projector holds its own sessions only, but an erasure follows branches,
+        attaches and merges across partitions: it reads them all from the
+        committed rows (a working set, as ``reproject`` does).  The position is
+        the partitions' lowest; the write refuses the plan unless every
+        partition and the log are exactly there.
+        """
+        runtime = self.runtime
+        if runtime.processor.partitions == 1:
+            projector = runtime._projector()  # noqa: SLF001
+            return projector, projector.position
+        position = min(runtime.store.positions().values(), default=0)
+        store = runtime.store
+        rows = SessionRows(store)
+        projector = Projector(runtime.processor.policy_at, store.commit_rows, rows,
+                              runtime.processor.budget or DEFAULT_BUDGET)  # fmt: skip
+        assert projector.working is not None
+        with store.engine.connect() as conn:
+            for row in store.rows_after(t.sessions, 0, conn):
+                projector.dag.add_session(SessionRow.from_row(row))
+        projector.dag.counts.update(rows.node_counts(0))
+        projector.position = position
+        return projector, position
+
+    def _plan(self, projector: Projector, roots: list[str], position: int) -> _Plan:
         groups: dict[str, list[str]] = {}
         for root in roots:
             if not any(root in g for g in groups.values()):
@@ -239,7 +265,7 @@ class Eraser:
         # there (another session may own a node of that id), the key is not
         names = {f"{sid}/{n}" for sid, ids in nodes.items() for n in ids}
         rewrites = self._summary_rewrites(projector, reprojected, names, erased)
-        return _Plan(groups, nodes, structural, rewrites, reprojected, projector.position)
+        return _Plan(groups, nodes, structural, rewrites, reprojected, position)
 
     def _summary_rewrites(
         self, projector: Projector, sessions: list[str], nodes: set[str], erased: list[str]

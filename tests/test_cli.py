@@ -330,7 +330,7 @@ def test_worker_waits_out_a_busy_database_instead_of_exiting(
 
     calls: list[int] = []
 
-    def flaky(self: Runtime) -> int:
+    def flaky(self: Runtime, *args: object, **kwargs: object) -> int:
         calls.append(1)
         if len(calls) == 1:
             raise OperationalError("BEGIN IMMEDIATE", {}, Exception("database is locked"))

@@ -130,8 +130,8 @@ def test_a_failure_after_the_inserts_commits_none_of_them(
     unprojected(rt, sid, 5)
     original = ProjectionStore.write
 
-    def write_then_die(self: ProjectionStore, conn: Any, outbox: Any, pos: int) -> None:
-        original(self, conn, outbox, pos)
+    def write_then_die(self: ProjectionStore, conn: Any, outbox: Any, pos: int, *part: int) -> None:
+        original(self, conn, outbox, pos, *part)
         raise Crash("injected failure after the rows and the position were written")
 
     monkeypatch.setattr(ProjectionStore, "write", write_then_die)

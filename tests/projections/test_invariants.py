@@ -71,7 +71,7 @@ class Checker:
         it does not fit, only what no rule may fold is left: pins, system
         prompts, lone summaries (and an attach block a pin holds together).
         """
-        projector = self.rt.processor.projector
+        projector = self.rt.processor.projector_of(commit["session_id"])
         assert projector is not None
         session = projector.dag.sessions[commit["session_id"]]
         policy = self.rt.processor.policy_of(commit["rules_version"])

@@ -96,13 +96,13 @@ def test_an_erasure_during_the_rebuild_stops_the_switch(
     """The shadow projected a session that is then erased: switching it in would bring
     the erased content back."""
     sids = history(rt, sessions=2, turns=3)
-    real = online_module._live_position
+    real = online_module._live_positions
 
-    def erase_first(conn: Any) -> int:
+    def erase_first(conn: Any) -> dict[int, int]:
         Eraser(rt).erase(sids[1], "test")
         return real(conn)
 
-    monkeypatch.setattr(online_module, "_live_position", erase_first)
+    monkeypatch.setattr(online_module, "_live_positions", erase_first)
     before = digest(rt.store)
     with pytest.raises(ErasedDuringRebuild):
         online_rebuild(store_url, expect_identical=False)

@@ -91,13 +91,13 @@ def test_rules_recorded_between_two_pages_of_a_catch_up_apply_to_the_next(
         real_batch = live.store.batch
         entered: list[int] = []
 
-        def batch() -> Any:
+        def batch(*part: int) -> Any:
             entered.append(1)
             if len(entered) == 2:  # after the first page committed, before the second
                 Runtime(store_url, policy=TIGHT, auto_compact=False).close()
                 for i in range(2):  # stored after the new rules: theirs
                     live.app.append_node(sid, role="assistant", output=f"after {i}", at=T0)
-            return real_batch()
+            return real_batch(*part)
 
         live.store.batch = batch  # type: ignore[method-assign]
         live.processor.catch_up(page=2)

@@ -1,0 +1,84 @@
+"""Tracking rows: one per partition, each the position its projection reached.
+
+A single tracking row made every batch of every process take turns, even
+for sessions that share nothing.  Sessions are split into ``P`` partitions
+(``projections.partitions``), and each partition has its own row: a batch
+locks only its partition's row (``FOR UPDATE`` on PostgreSQL; SQLite's
+``BEGIN IMMEDIATE`` locks the whole file anyway, so P=1 is its default).
+
+``P`` is stored with the rows (the ``partitions`` column of every one): a
+process started with another ``CTXSTORE_PARTITIONS`` uses the stored count,
+because the rows already written say which partition each session is in.
+The count changes only when the projections are rebuilt from empty.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+
+from projections import tables as t
+
+APPLICATION = "ctxstore"
+
+
+def _rows(conn: Connection, lock: bool, only: int | None = None) -> dict[int, int]:
+    c = t.tracking.c
+    query = select(c.partition, c.notification_id).where(c.application_name == APPLICATION)
+    if only is not None:
+        query = query.where(c.partition == only)
+    if lock and conn.dialect.name != "sqlite":
+        # in partition order, so two processes locking several never deadlock
+        query = query.order_by(c.partition).with_for_update()
+    return {int(p): int(n) for p, n in conn.execute(query)}
+
+
+def ensure(conn: Connection, insert: Any, partitions: int) -> int:
+    """Create the tracking rows if there are none; the partition count they store."""
+    c = t.tracking.c
+    stored = conn.execute(
+        select(c.partitions).where(c.application_name == APPLICATION).limit(1)
+    ).scalar()
+    if stored is not None:
+        return int(stored)
+    # FOR UPDATE locks no row that does not exist yet, so two processes starting
+    # together may both get here: the first insert wins, the other does nothing.
+    rows = [{"application_name": APPLICATION, "partition": p, "notification_id": 0,
+             "partitions": partitions} for p in range(partitions)]  # fmt: skip
+    conn.execute(insert.values(rows).on_conflict_do_nothing())
+    return int(conn.execute(
+        select(c.partitions).where(c.application_name == APPLICATION).limit(1)
+    ).scalar_one())  # fmt: skip
+
+
+def lock(conn: Connection, partition: int) -> int:
+    """Lock ``partition``'s row for this transaction; its position."""
+    return _rows(conn, True, partition)[partition]
+
+
+def lock_all(conn: Connection) -> dict[int, int]:
+    """Lock every partition's row (rules changes, erasure): their positions."""
+    return _rows(conn, True)
+
+
+def positions(conn: Connection) -> dict[int, int]:
+    """Every partition's committed position, without locking."""
+    return _rows(conn, False)
+
+
+def advance(conn: Connection, partition: int, position: int) -> None:
+    c = t.tracking.c
+    conn.execute(
+        update(t.tracking)
+        .where(c.application_name == APPLICATION, c.partition == partition)
+        .values(notification_id=position)
+    )
+
+
+def advance_all(conn: Connection, position: int) -> None:
+    """Every partition's row to ``position`` (an erasure, holding them all)."""
+    c = t.tracking.c
+    conn.execute(
+        update(t.tracking).where(c.application_name == APPLICATION).values(notification_id=position)
+    )

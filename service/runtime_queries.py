@@ -1,0 +1,148 @@
+"""The runtime's reads: each under its session's partition lock, for its tenant.
+
+Another tenant's session is unknown (``RuntimeCore._owned``); rendered
+requests are cached per session version and rules (``RENDER_CACHE``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain import errors
+from domain.render import render_shape
+from domain.rules.redact import mask_json
+from projections import queries as q
+from projections import session_queries as sq
+from projections.explain import explain
+from projections.session_queries import SessionKey
+from service.runtime_core import RuntimeCore
+
+RENDER_CACHE = 256
+
+
+class Queries(RuntimeCore):
+    """What a client reads: sessions, commits, renders, timelines, budgets."""
+
+    def tools(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
+        with self._locked(session_id):
+            _, session = self._owned(session_id, tenant)
+            return {"session_id": session.session_id, "tools": session.tools}
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """Every session, oldest first."""
+        return self.sessions_page()[0]
+
+    def sessions_page(
+        self, limit: int | None = None, after: SessionKey | None = None,
+        tenant: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str | None]:  # fmt: skip
+        """A page of ``tenant``'s sessions (every one for None), oldest first, and the
+        next page's cursor (None at the end)."""
+        if self.auto_catch_up:
+            self.processor.catch_up()
+        rows: dict[str, Any] = {}
+        for part in self.processor.parts:  # a session's own partition has its newest row
+            with part.lock:
+                for sid, row in self._projector(part.index).dag.sessions.items():
+                    if sid not in rows or rows[sid].version < row.version:
+                        rows[sid] = row
+        return sq.sessions(rows.values(), limit, after, tenant)
+
+    def session_info(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
+        with self._locked(session_id):
+            projector, _ = self._owned(session_id, tenant)
+            return sq.session_info(projector, self.store, session_id)
+
+    def branch_nodes(self, session_id: str, head: str | None = None,
+                     tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
+        with self._locked(session_id):
+            projector, _ = self._owned(session_id, tenant)
+            return sq.branch_nodes(projector, session_id, head)
+
+    def head_commit(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
+        with self._locked(session_id):
+            projector, _ = self._owned(session_id, tenant)
+            return q.head_commit(projector, self.store, session_id).to_json()
+
+    def commit(self, session_id: str, commit_id: str,
+               tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
+        with self._locked(session_id):
+            projector, _ = self._owned(session_id, tenant)
+            return q.load_commit(projector, self.store, session_id, commit_id).to_json()
+
+    def rendered(self, session_id: str, shape: str = "neutral",
+                 commit_id: str | None = None, cache: bool = False,
+                 tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
+        with self._locked(session_id):
+            projector, session = self._owned(session_id, tenant)
+            cid = commit_id or q.head_commit_id(projector, session)
+            if cid is None:
+                raise errors.NotFound("the session has no commit yet: append a node first")
+            # The request names the session's current model, and the answer its
+            # current version (what a client sends as expected_version next), so
+            # both are part of the key.
+            # An erasure in another process rewrites commits in place: its resets too.
+            key = (session.session_id, cid, shape, session.model, session.version, cache,
+                   self.processor.resets)  # fmt: skip
+            if key not in self._rendered:
+                # A branch whose head is still its branch point renders the source's
+                # commit; an explicitly named commit must belong to this session.
+                owner = session.session_id if commit_id else ""
+                commit = q.load_commit(projector, self.store, owner, cid)
+                policy = self.processor.policy_of(commit.rules_version)
+                fit = q.window_fit(projector, session, self.processor.policy_of, cid)
+                self._rendered[key] = {
+                    "session_id": session.session_id, "commit_id": cid,
+                    "head_node_id": commit.head_node_id, "version": session.version,
+                    "shape": shape, "over_window": fit["over_window"],
+                    "shortfall": fit["shortfall"],
+                    "request": render_shape(commit, shape, session.model, cache,
+                                            policy.drop_summarized_tools),
+                }  # fmt: skip
+                if self.policy.redact_secrets:  # also items committed before it was on
+                    self._rendered[key]["request"] = mask_json(self._rendered[key]["request"])[0]
+                while len(self._rendered) > RENDER_CACHE:
+                    self._rendered.popitem(last=False)
+            return self._rendered[key]
+
+    def timeline(self, session_id: str, tenant: str | None = None) -> list[dict[str, Any]]:
+        return self.timeline_after(session_id, 0, tenant)[0]
+
+    def timeline_after(self, session_id: str, after: int,
+                       tenant: str | None = None) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+        with self._locked(session_id):
+            self._owned(session_id, tenant)
+            return q.timeline_after(self.store, session_id, after)
+
+    def explain(self, session_id: str, node_id: str,
+                tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
+        with self._locked(session_id):
+            projector, _ = self._owned(session_id, tenant)
+            return explain(projector, self.store, session_id, node_id)
+
+    def commit_transitions(self, session_id: str, commit_id: str,
+                           tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
+        with self._locked(session_id):
+            _, session = self._owned(session_id, tenant)
+            return q.commit_transitions(self.store, session.session_id, commit_id)
+
+    def occupancy(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
+        with self._locked(session_id):
+            projector, _ = self._owned(session_id, tenant)
+            return q.occupancy(projector, self.store, session_id,
+                               self.processor.policy_of)  # fmt: skip
+
+    def budget(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
+        with self._locked(session_id):
+            projector, _ = self._owned(session_id, tenant)
+            return q.budget(projector, session_id, self.processor.policy_of)
+
+    def dag(self, session_id: str, tenant: str | None = None) -> dict[str, Any]:
+        with self._locked(session_id):
+            projector, _ = self._owned(session_id, tenant)
+            return q.dag(projector, session_id)
+
+    def session_version(self, session_id: str, tenant: str | None = None) -> int:
+        with self._locked(session_id):
+            version: int = self._owned(session_id, tenant)[1].version
+            return version
