@@ -7,7 +7,7 @@ caller) and the projection tables; none of them writes or decides anything.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -15,7 +15,7 @@ from sqlalchemy import select
 from domain import errors
 from domain.budget import Budget
 from domain.catalogue import window_for
-from domain.context import ContextCommit
+from domain.context import ContextCommit, Item
 from domain.pipeline import measure
 from domain.policy import Policy
 from domain.rules.summarize import with_item_ids
@@ -174,6 +174,7 @@ def _parts(
     session: SessionRow,
     policy_of: Callable[[str], Policy],
     commit_id: str | None = None,
+    items: Sequence[Item] | None = None,
 ) -> tuple[Budget, dict[str, int], CommitMeta | None]:
     """The head's budget and what its items use of it, as the rules count them.
 
@@ -183,13 +184,15 @@ def _parts(
     """
     commit_id = commit_id or head_commit_id(projector, session)
     meta = projector.commits[commit_id] if commit_id else None
-    items = projector.items_of(commit_id) if commit_id else []
-    split, used = measure(items, session, policy_of(meta.rules_version if meta else ""))
+    if items is None:  # a caller that loaded the commit already passes its items
+        items = projector.items_of(commit_id) if commit_id else []
+    split, used = measure(list(items), session, policy_of(meta.rules_version if meta else ""))
     return split, used, meta
 
 
 def window_fit(projector: Projector, session: SessionRow, policy_of: Callable[[str], Policy],
-               commit_id: str | None = None) -> dict[str, Any]:  # fmt: skip
+               commit_id: str | None = None,
+               items: Sequence[Item] | None = None) -> dict[str, Any]:  # fmt: skip
     """Whether a commit's request fits the session's window *now*.
 
     A commit records whether it fitted the window it was made under; a
@@ -197,7 +200,7 @@ def window_fit(projector: Projector, session: SessionRow, policy_of: Callable[[s
     model's window, and nothing re-runs at a checkout, so the reads check
     again against today's window and say so.
     """
-    return _fit(*_parts(projector, session, policy_of, commit_id))
+    return _fit(*_parts(projector, session, policy_of, commit_id, items))
 
 
 def _fit(split: Budget, used: dict[str, int], meta: CommitMeta | None) -> dict[str, Any]:

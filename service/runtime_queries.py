@@ -90,7 +90,8 @@ class Queries(RuntimeCore):
                 owner = session.session_id if commit_id else ""
                 commit = q.load_commit(projector, self.store, owner, cid)
                 policy = self.processor.policy_of(commit.rules_version)
-                fit = q.window_fit(projector, session, self.processor.policy_of, cid)
+                fit = q.window_fit(projector, session, self.processor.policy_of, cid,
+                                   commit.items)  # fmt: skip
                 self._rendered[key] = {
                     "session_id": session.session_id, "commit_id": cid,
                     "head_node_id": commit.head_node_id, "version": session.version,

@@ -108,3 +108,20 @@ def test_another_sessions_node_is_not_explained_where_it_was_never_brought(rt: R
     assert rt.explain(theirs, f"{theirs}/call_1")["current"]["item_id"] == "call_1"
     node, _ = rt.execute("attach", mine, theirs, at=at(10))
     assert rt.explain(mine, f"{theirs}/call_1")["current"]["item_id"] == f"{node}:call_1"
+
+
+def test_a_render_loads_the_commits_items_once(rt: Runtime, monkeypatch: Any) -> None:
+    """The request and its window check read the same items (issue 15: it loaded twice)."""
+    sid = start(rt, "render")
+    agent_run(rt, sid, "render")
+    projector = rt.processor.projector
+    loads: list[str] = []
+    real = projector.items_of
+
+    def counted(commit_id: str) -> Any:
+        loads.append(commit_id)
+        return real(commit_id)
+
+    monkeypatch.setattr(projector, "items_of", counted)
+    rt.rendered(sid, "openai")
+    assert len(loads) == 1
