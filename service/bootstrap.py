@@ -25,5 +25,6 @@ def open_runtime(settings: Settings, url: str | None = None, **options: Any) -> 
         policy=settings.policy,
         summarizer=settings.summarizer,
         working_set=settings.working_set,
+        partitions=settings.partitions,
         **options,
     )

@@ -58,9 +58,11 @@ class RuntimeCore:
         auto_compact: bool = True,
         migrate: bool = True,
         working_set: int | None = None,
+        partitions: int | None = None,
     ) -> None:
         """``working_set``: nodes a process holds in memory before it lets the least
-        recently used sessions go (``CTXSTORE_WORKING_SET``; 0 holds the whole store)."""
+        recently used sessions go (``CTXSTORE_WORKING_SET``; 0 holds the whole store);
+        ``partitions``: P for a store with no tracking rows yet (``CTXSTORE_PARTITIONS``)."""
         check_tokenizer()
         self.url = url or database_url()
         if migrate:
@@ -71,7 +73,8 @@ class RuntimeCore:
         self.store = ProjectionStore(self.url)
         self.policy = policy or Policy.from_env()
         budget = working_set_budget() if working_set is None else working_set
-        self.processor = Processor(self.app, self.store, self.policy, budget or None)
+        self.processor = Processor(self.app, self.store, self.policy, budget or None,
+                                   partitions)  # fmt: skip
         self.summarizer = summarizer or summarizer_from_env()
         self.auto_catch_up = auto_catch_up
         self.auto_compact = auto_compact

@@ -22,6 +22,7 @@ from domain.policy import Policy
 from domain.store_config import database_url, working_set_budget
 from domain.summarizer import Summarizer, summarizer_from_env
 from domain.tokens import DEFAULT_ENCODING
+from projections.partitions import configured as configured_partitions
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Settings:
     policy: Policy
     summarizer: Summarizer
     working_set: int
+    partitions: int
     env: Mapping[str, str]
 
     @classmethod
@@ -51,5 +53,6 @@ class Settings:
             policy=Policy.from_env(snapshot),
             summarizer=summarizer_from_env(snapshot),
             working_set=working_set_budget(snapshot),
+            partitions=configured_partitions(snapshot),
             env=snapshot,
         )

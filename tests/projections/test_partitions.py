@@ -16,7 +16,9 @@ import pytest
 
 from projections import partitions
 from projections.rebuild import rebuild_and_compare
+from service.bootstrap import open_runtime
 from service.runtime import Runtime
+from service.settings import Settings
 from tests.projections.test_invariants import run_session
 
 
@@ -108,6 +110,17 @@ def test_a_partition_count_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match="CTXSTORE_PARTITIONS"):
         partitions.configured({"CTXSTORE_PARTITIONS": "0"})
     assert partitions.configured({}) == 1
+    with pytest.raises(ValueError, match="CTXSTORE_PARTITIONS"):  # at start-up, with the rest
+        Settings.from_env({"CTXSTORE_PARTITIONS": "many"})
+
+
+def test_the_settings_partition_count_reaches_a_new_store(store_url: str) -> None:
+    rt = open_runtime(Settings.from_env({"CTXSTORE_PARTITIONS": "3"}), store_url,
+                      auto_compact=False)  # fmt: skip
+    try:
+        assert rt.processor.partitions == 3
+    finally:
+        rt.close()
 
 
 def test_an_erasure_across_partitions_moves_every_row_and_keeps_each_session_home(
