@@ -3,8 +3,9 @@
 A command is a frozen dataclass naming its session and its arguments; the
 HTTP routes (``api.routes_commands``) build one per request and
 ``service.runtime.Runtime.run`` hands it to ``handle``, which looks its
-handler up by type. Auto-compaction is keyed by these types
-(``service.compaction.AUTO_COMPACT_AFTER``), not by method names.
+handler up by type. Auto-compaction follows the types of the events a
+command recorded (``service.compaction.AUTO_COMPACT_AFTER``), so a new
+command that appends nodes compacts like the others with no list to update.
 
 ``from_call`` keeps the older spelling, ``runtime.execute("append_node",
 sid, role="user")``, for scripts and tests: it builds the same object.

@@ -44,6 +44,9 @@ from domain.tenancy import check_owner
 T = TypeVar("T")
 # The result of the command being saved, for an idempotency key's claim.
 RESULT: ContextVar[tuple[Any, int] | None] = ContextVar("ctxstore_result", default=None)
+# The types of the events the last command in this context saved (the runtime's
+# follow-up policy is keyed by them).
+SAVED: ContextVar[tuple[type[Any], ...]] = ContextVar("ctxstore_saved", default=())
 RACE_ATTEMPTS = 10  # jittered backoff, at most ~0.3 s in all
 # (session id, node id) -> the projection's newest commit there, if it has one
 CommitResolver = Callable[[str, str], "str | None"]
@@ -201,8 +204,10 @@ class SessionStore(Application[UUID]):
         if pending is not None:  # the command's result, as the key's claim remembers it
             result = RESULT.get() or (None, agg.version)
             extra.append(claim_event(pending, str(agg.id), result, agg.modified_on))
+        recorded = tuple(type(event) for event in agg.pending_events)
         try:
             self.save(agg, *extra)
+            SAVED.set(recorded)
         except UnicodeEncodeError:
             # A lone surrogate (\ud800, which JSON can spell) is text no store can encode;
             # it fails while the events are serialised, before any is written.

@@ -50,7 +50,6 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from domain import commands
 from domain.application import CtxStore
 from domain.errors import DomainError
 from domain.session import Session
@@ -247,31 +246,15 @@ def _commands(agg: Session) -> dict[str, Callable[[JSON, datetime], Any]]:
     }
 
 
-# Each line type as the command type the API runs for it (which decides compaction).
-COMMAND_OF: dict[str, type[commands.Command]] = {
-    "node": commands.AppendNode,
-    "retry": commands.AddSibling,
-    "edit": commands.AddSibling,
-    "checkout": commands.Checkout,
-    "pin": commands.Pin,
-    "unpin": commands.Unpin,
-    "usage": commands.MeasureUsage,
-    "run_start": commands.StartRun,
-    "run_finish": commands.FinishRun,
-    "model": commands.SwitchModel,
-    "compaction": commands.ConfigureCompaction,
-}
-
-
 def import_transcript(
     app: CtxStore, steps: list[Step],
-    after: Callable[[Session, type[commands.Command]], None] | None = None,
+    after: Callable[[Session], None] | None = None,
     progress: Progress | None = None, tenant: str | None = None,
 ) -> UUID:  # fmt: skip
     """Run the steps as commands on a new session, saved in one write; its id.
 
-    ``after`` runs after each line's command, with the command's type: the
-    importer compacts there, as the API compacts after each request.
+    ``after`` runs after each line's command: the importer compacts there, as
+    the API compacts after each request.
     Nothing is stored unless every line is.  ``progress`` counts the lines run.
     """
     head, *rest = steps
@@ -279,14 +262,14 @@ def import_transcript(
     def build(agg: Session) -> None:
         run_line = _commands(agg)
         if after is not None:
-            after(agg, commands.StartSession)
+            after(agg)
         for step in rest:
             try:
                 run_line[step.type](step.fields, step.at)
             except DomainError as exc:
                 raise at_line(exc, step.line) from None
             if after is not None:
-                after(agg, COMMAND_OF[step.type])
+                after(agg)
             if progress is not None:
                 progress.advance()
 

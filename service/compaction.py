@@ -9,32 +9,31 @@ call the summarizer here, so their summaries cover the same items.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from domain.commands import (
-    AddSibling,
-    AppendNode,
-    AppendNodes,
-    Attach,
-    Command,
-    DeclareTools,
-    Merge,
-    SwitchModel,
-)
+from eventsourcing.domain import Aggregate
+
 from domain.context import Item
+from domain.events import AttachStaged, MergeCompleted, ModelSwitched, NodeAppended, ToolsDeclared
 from domain.pipeline import SessionLike, forced_request
 from domain.policy import Policy
 from domain.rules.redact import mask
 from domain.rules.summarize import with_item_ids
 from domain.summarizer import Summarizer
 
-# The policy: after a command of one of these types (the ones that can grow a
-# context) the API compacts the new head, if it asks; an import does the same
-# after each line of these types (``service.memory_projection``).
-AUTO_COMPACT_AFTER: frozenset[type[Command]] = frozenset(
-    {AppendNode, AppendNodes, AddSibling, Attach, Merge, SwitchModel, DeclareTools}
+# The policy: after a command that recorded an event of one of these types (the
+# ones that can grow a context) the API compacts the new head, if it asks; an
+# import does the same after each line that recorded one
+# (``service.memory_projection``).
+AUTO_COMPACT_AFTER: frozenset[type[Aggregate.Event]] = frozenset(
+    {NodeAppended, AttachStaged, MergeCompleted, ModelSwitched, ToolsDeclared}
 )
+
+
+def grows_context(recorded: Iterable[type[Any]]) -> bool:
+    """Whether events of these types call for a compaction check afterwards."""
+    return not AUTO_COMPACT_AFTER.isdisjoint(recorded)
 
 
 def run_to_fold(

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.commands import Command
 from domain.errors import DomainError
 from domain.policy import Policy
 from domain.session import Session
 from domain.summarizer import Summarizer, SummarizerError, for_session
 from projections.projector import Projector
 from projections.records import Outbox
-from service.compaction import AUTO_COMPACT_AFTER, run_to_fold, summarize
+from service.compaction import grows_context, run_to_fold, summarize
 
 
 class MemoryProjection:
@@ -32,11 +31,14 @@ class MemoryProjection:
         self.projector = Projector(lambda position: policy, lambda checkpoint: [])
         self.fed = 0  # how many of the session's pending events were applied
 
-    def feed(self, agg: Session) -> None:
-        for event in agg.pending_events[self.fed :]:
+    def feed(self, agg: Session) -> list[type[Any]]:
+        """Apply the session's events not applied yet; their types."""
+        fed = agg.pending_events[self.fed :]
+        for event in fed:
             self.fed += 1
             self.projector.apply(event, self.fed)
         self.projector.outbox = Outbox()  # rows stay in ``pending``: nothing is written
+        return [type(event) for event in fed]
 
     def head_commit(self, agg: Session) -> str | None:
         return self.projector.commit_at(str(agg.id), agg.head) if agg.head else None
@@ -51,10 +53,10 @@ class ImportCompactor:
         self.summarizer = summarizer
         self.failures = 0  # summaries the summarizer could not give (the API said so too)
 
-    def after(self, agg: Session, command: type[Command]) -> None:
-        """Call after each command the import ran on ``agg`` (by its type)."""
-        self.memory.feed(agg)
-        if command not in AUTO_COMPACT_AFTER:
+    def after(self, agg: Session) -> None:
+        """Call after each command the import ran on ``agg``: compacts where the API would,
+        after a command that recorded an event that can grow a context."""
+        if not grows_context(self.memory.feed(agg)):
             return
         commit_id = self.memory.head_commit(agg)
         meta = self.memory.projector.commits.get(commit_id) if commit_id else None

@@ -20,7 +20,8 @@ from typing import Any
 from domain import commands, errors
 from domain.commands import Command
 from domain.idempotency import PENDING, IdempotentReplay, Pending
-from service.compaction import AUTO_COMPACT_AFTER
+from domain.session_store import SAVED
+from service.compaction import grows_context
 from service.outcome import Executed
 from service.runtime_compaction import Compaction
 from service.runtime_queries import RENDER_CACHE, Queries
@@ -50,6 +51,7 @@ class Runtime(Compaction, Queries):
         if stored is not None:
             return Executed(stored.result, replayed=True)
         token = PENDING.set(idempotency)
+        SAVED.set(())  # what this command saves, for its follow-ups
         try:
             result = commands.handle(self.app, command)
         except IdempotentReplay as won:  # a concurrent retry with this key stored it
@@ -72,7 +74,7 @@ class Runtime(Compaction, Queries):
         except Exception as exc:
             done.failed("catch_up", exc)
             return done
-        if self.auto_compact and type(command) in AUTO_COMPACT_AFTER:
+        if self.auto_compact and grows_context(SAVED.get()):
             session_id = str(getattr(command, "session_id", None))
             try:
                 version = self._auto_compact(session_id)
