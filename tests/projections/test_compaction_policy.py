@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -12,6 +11,7 @@ from service.compaction import grows_context
 from service.runtime import Runtime
 from tests.conftest import immediate_policy
 from tests.projections.test_context_commit import add, at, start
+from tests.spies import calls_of
 
 
 def test_only_events_that_can_grow_a_context_call_for_a_check() -> None:
@@ -35,18 +35,11 @@ def test_a_command_is_checked_for_compaction_by_what_it_recorded(
     compacting: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rt = compacting
-    checked: list[str] = []
-    real = rt._auto_compact
-
-    def spy(session_id: str) -> Any:
-        checked.append(session_id)
-        return real(session_id)
-
-    monkeypatch.setattr(rt, "_auto_compact", spy)
+    checked = calls_of(monkeypatch, rt, "_auto_compact")
     sid = start(rt, "policy")
     first = add(rt, sid, "user", "hello")
     add(rt, sid, "assistant", "hi", 1)
-    assert checked == [sid, sid], "each append recorded a NodeAppended"
+    assert checked == [(sid,), (sid,)], "each append recorded a NodeAppended"
     rt.execute("checkout", sid, first, at=at(2))
     rt.execute("pin", sid, node_id=first, at=at(3))
-    assert checked == [sid, sid], "a checkout and a pin grow nothing"
+    assert checked == [(sid,), (sid,)], "a checkout and a pin grow nothing"

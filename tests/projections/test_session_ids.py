@@ -16,6 +16,7 @@ from domain import errors
 from projections.rebuild import rebuild_and_compare
 from service.runtime import Runtime
 from tests.projections.test_context_commit import add, at, items, start
+from tests.spies import calls_of
 
 
 def agent_run(rt: Runtime, sid: str, task: str, minute: float = 0) -> None:
@@ -114,14 +115,6 @@ def test_a_render_loads_the_commits_items_once(rt: Runtime, monkeypatch: Any) ->
     """The request and its window check read the same items (issue 15: it loaded twice)."""
     sid = start(rt, "render")
     agent_run(rt, sid, "render")
-    projector = rt.processor.projector
-    loads: list[str] = []
-    real = projector.items_of
-
-    def counted(commit_id: str) -> Any:
-        loads.append(commit_id)
-        return real(commit_id)
-
-    monkeypatch.setattr(projector, "items_of", counted)
+    loads = calls_of(monkeypatch, rt.processor.projector, "items_of")
     rt.rendered(sid, "openai")
     assert len(loads) == 1
