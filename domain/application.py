@@ -32,8 +32,8 @@ class CtxStore(SessionStore):
         # the cached session, so copying a 10,000-node aggregate per command
         # would buy nothing.
         "DEEPCOPY_FROM_AGGREGATE_CACHE": "n",
-        # A large text is JSON-encoded once, by its command (domain.event_json).
-        "TRANSCODER_TOPIC": "domain.event_json:SplicingTranscoder",
+        # A large text is JSON-encoded once, by its command (domain.splicing_transcoder).
+        "TRANSCODER_TOPIC": "domain.splicing_transcoder:SplicingTranscoder",
     }
 
     # ------------------------------------------------------------- commands

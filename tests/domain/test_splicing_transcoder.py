@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain import node_text
-from domain.event_json import SplicingTranscoder
 from domain.node_commands import content_digest
+from domain.splicing_transcoder import SplicingTranscoder
 
 BIG = st.builds(lambda t, n: t * n, st.text(min_size=1, max_size=20),
                 st.just(node_text.MEMO_MIN))  # fmt: skip
