@@ -121,8 +121,25 @@ class RuntimeCore:
         partition = self.processor.partition_of(session_id)
         if self.auto_catch_up:  # before the lock: a batch may wait for other partitions
             self.processor.reading(partition)
-        with self.processor.parts[partition].lock:
+        with self._holding(partition) as projector:
+            yield projector
+
+    @contextmanager
+    def _holding(self, partition: int) -> Iterator[Any]:
+        """``partition``'s projector under its lock, caught up outside the lock if it was
+        dropped: a catch-up may wait for another partition, whose own catch-up may be
+        waiting for this lock (two threads would hang on each other for good)."""
+        part = self.processor.parts[partition]
+        for attempt in range(3):
+            part.lock.acquire()
+            if part.projector is not None or attempt == 2:
+                break
+            part.lock.release()
+            self.processor.catch_up(partition=partition)
+        try:
             yield self._projector(partition)
+        finally:
+            part.lock.release()
 
     def _projector(self, partition: int = 0) -> Any:
         part = self.processor.parts[partition]

@@ -42,8 +42,8 @@ class Queries(RuntimeCore):
             self.processor.catch_up()
         rows: dict[str, Any] = {}
         for part in self.processor.parts:  # a session's own partition has its newest row
-            with part.lock:
-                for sid, row in self._projector(part.index).dag.sessions.items():
+            with self._holding(part.index) as projector:
+                for sid, row in projector.dag.sessions.items():
                     if sid not in rows or rows[sid].version < row.version:
                         rows[sid] = row
         return sq.sessions(rows.values(), limit, after, tenant)
