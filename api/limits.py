@@ -187,18 +187,19 @@ def check_json(request: Request, raw: bytes) -> None:
     limit = _limits(request).max_json_depth
     # Cannot nest deeper than it has brackets: most bodies never need the walk.
     if raw.count(b"[") + raw.count(b"{") > limit and json_depth(raw) > limit:
-        raise RequestRefused(400, "json_too_deep",
-                             f"the body nests arrays/objects deeper than {limit}",
-                             limit=limit)  # fmt: skip
+        raise json_too_deep(limit)
 
 
 def check_depth(request: Request, parsed: Any) -> None:
     """``check_json`` for a body already parsed."""
     limit = _limits(request).max_json_depth
     if parsed_depth(parsed, limit) > limit:
-        raise RequestRefused(400, "json_too_deep",
-                             f"the body nests arrays/objects deeper than {limit}",
-                             limit=limit)  # fmt: skip
+        raise json_too_deep(limit)
+
+
+def json_too_deep(limit: int) -> RequestRefused:
+    message = f"the body nests arrays/objects deeper than {limit}"
+    return RequestRefused(400, "json_too_deep", message, limit=limit)
 
 
 def parsed_depth(value: Any, limit: int) -> int:

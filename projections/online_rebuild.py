@@ -46,7 +46,7 @@ from projections import tables as t
 from projections import tracking
 from projections.notification_reads import select_notifications
 from projections.processor import Processor
-from projections.rebuild import Progress, digest_on
+from projections.rebuild import Progress, digest, digest_on
 from projections.store import ProjectionStore, make_engine
 from projections.tracking import APPLICATION
 
@@ -95,7 +95,7 @@ def online_rebuild(url: str, progress: Progress | None = None,
                 checked_at = max(positions.values(), default=0)
                 events += processor.catch_up(stop=positions)
                 before = digest_on(snapshot)
-            after = _digest(shadow)
+            after = digest(shadow)
             identical = before == after
             switched_at = None
             if identical or not expect_identical:
@@ -189,11 +189,6 @@ def _live_positions(conn: Connection) -> dict[int, int]:
     return tracking.positions(conn)
 
 
-def _digest(store: ProjectionStore) -> dict[str, str]:
-    with store.engine.connect() as conn:
-        return digest_on(conn)
-
-
 class SwitchRefused(Exception):
     """Something changed during the rebuild that the shadow cannot show: nothing was
     switched, and running the rebuild again takes it into account."""
@@ -235,11 +230,17 @@ def _switch(live: ProjectionStore, shadow: ProjectionStore, processor: Processor
             # recording rules takes the tracking lock this transaction holds: what it reads
             # stays the live history until the switch commits (read after the catch-up: on
             # SQLite a read here would keep the shadow's writer from committing)
-            if _rules(conn, "main." if live.is_sqlite else "") != _rules(conn, f"{SHADOW}."):
+            if _rules(conn, _live(live.is_sqlite)) != _rules(conn, f"{SHADOW}."):
                 raise RulesChangedDuringRebuild("new rules were recorded during the rebuild; "
                                                 "run it again")  # fmt: skip
             _replace(conn, live.is_sqlite)
     return position
+
+
+def _live(is_sqlite: bool) -> str:
+    """How the switch names the live tables: beside the attached shadow, SQLite's are
+    ``main``'s; PostgreSQL's are on the search path."""
+    return "main." if is_sqlite else ""
 
 
 def _rules(conn: Connection, schema: str) -> list[tuple[Any, ...]]:
@@ -264,7 +265,7 @@ def _lock_live(conn: Connection, is_sqlite: bool) -> dict[int, int]:
 
 def _replace(conn: Connection, is_sqlite: bool) -> None:
     """Every live projection row, replaced by the shadow's (readers see either, never half)."""
-    live_schema = "main." if is_sqlite else ""
+    live_schema = _live(is_sqlite)
     for table in reversed(t.PROJECTION_TABLES):
         conn.exec_driver_sql(f"DELETE FROM {live_schema}{table.name}")
     for table in t.PROJECTION_TABLES:
