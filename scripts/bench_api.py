@@ -114,6 +114,30 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
+def cpu_times() -> tuple[float, float]:
+    """(busy, all) jiffies of the whole machine since boot, from ``/proc/stat`` (Linux)."""
+    try:
+        fields = [float(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    except OSError:
+        return math.nan, math.nan
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+class Busy:
+    """How many of the machine's cores were busy during a run: servers, database,
+    clients, everything on this machine (what bounds any speed-up from more processes)."""
+
+    def __enter__(self) -> Busy:
+        self.start = cpu_times()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        busy, total = cpu_times()
+        cores = os.cpu_count() or 1
+        self.cores = (busy - self.start[0]) / (total - self.start[1]) * cores
+
+
 @dataclass
 class Result:
     name: str
@@ -121,6 +145,7 @@ class Result:
     statuses: Counter[int] = field(default_factory=Counter)
     codes: Counter[str] = field(default_factory=Counter)
     elapsed: float = 0.0
+    busy: float = math.nan  # cores busy meanwhile (bench_throughput)
 
     def percentile(self, p: float) -> float:
         ordered = sorted(self.latencies)
@@ -147,13 +172,16 @@ def _error_code(response: httpx.Response) -> str:
 Request = Callable[[httpx.AsyncClient, int], Any]
 
 
-async def measure(base: str, name: str, make: Request, total: int, concurrency: int) -> Result:
-    """``total`` requests spread over ``concurrency`` clients, each with its own pool."""
+async def measure(base: str | list[str], name: str, make: Request, total: int,
+                  concurrency: int) -> Result:  # fmt: skip
+    """``total`` requests spread over ``concurrency`` clients, each with its own pool
+    (and, given several servers' ``base`` URLs, client k talking to server k mod n)."""
     result = Result(name)
     counter = iter(range(total))
+    bases = [base] if isinstance(base, str) else base
 
-    async def worker() -> None:
-        async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+    async def worker(k: int) -> None:
+        async with httpx.AsyncClient(base_url=bases[k % len(bases)], timeout=30) as client:
             for i in counter:
                 started = time.perf_counter()
                 response = await make(client, i)
@@ -163,7 +191,7 @@ async def measure(base: str, name: str, make: Request, total: int, concurrency: 
                     result.codes[_error_code(response)] += 1
 
     started = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    await asyncio.gather(*(worker(k) for k in range(concurrency)))
     result.elapsed = time.perf_counter() - started
     return result
 
