@@ -11,6 +11,7 @@
 | summarizer unreachable / bad answer    | 502    | ``summarizer_failed``    |
 | database locked, busy or unreachable   | 503    | ``database_unavailable`` |
 | other writers kept winning (no version)| 503    | ``write_contention``     |
+| store re-split into other partitions   | 503    | ``restart_required``     |
 | anything else                          | 500    | ``internal`` (no trace)  |
 
 No answer ever quotes a credential or an upstream server's body: the
@@ -35,6 +36,7 @@ from domain.erasure import TenantNotConfirmed
 from domain.errors import DomainError, WriteContention
 from domain.summarizer import SummarizerError
 from projections.store import DATABASE_ERRORS, database_error_line
+from projections.tracking import PartitionCountChanged
 
 log = logging.getLogger("ctxstore.api")
 
@@ -157,6 +159,13 @@ async def database_unavailable(request: Request, exc: Exception) -> Response:
                           "retry shortly", headers={"Retry-After": "1"})  # fmt: skip
 
 
+async def restart_required(request: Request, exc: Exception) -> Response:
+    """A rebuild split the store anew while this process ran: only a restart helps,
+    which whoever supervises it must do (no Retry-After: retrying here won't)."""
+    log.error("%s", exc)
+    return error_response(503, "restart_required", str(exc))
+
+
 async def internal_error(request: Request, exc: Exception) -> Response:
     # Starlette re-raises after this response is sent, so the server logs the
     # traceback; the client only ever sees the code.
@@ -170,6 +179,7 @@ HANDLERS: dict[Any, Any] = {
     HTTPException: http_error,
     SummarizerError: summarizer_error,
     WriteContention: write_contention,
+    PartitionCountChanged: restart_required,
     **dict.fromkeys(DATABASE_ERRORS, database_unavailable),
     Exception: internal_error,
 }

@@ -75,7 +75,8 @@ ERROR_TEXT = {
     422: "invalid_request (schema) or a domain refusal (invalid_command, invalid_edge, ...)",
     429: "too_many_requests or too_many_streams for this client (Retry-After)",
     502: "summarizer_failed",
-    503: "database_unavailable: the database is busy or unreachable (Retry-After)",
+    503: "database_unavailable: the database is busy or unreachable (Retry-After); "
+    "restart_required: the store was split into other partitions since this server started",
 }
 
 

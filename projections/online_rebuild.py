@@ -45,6 +45,7 @@ from projections import partitions as parts
 from projections import tables as t
 from projections import tracking
 from projections.notification_reads import select_notifications
+from projections.parallel_catch_up import catch_up_in_parallel
 from projections.processor import Processor
 from projections.rebuild import Progress, digest, digest_on
 from projections.store import ProjectionStore, make_engine
@@ -68,9 +69,12 @@ class OnlineRebuild:
     after: dict[str, str] = field(default_factory=dict)  # shadow, at ``checked_at``
 
 
-def online_rebuild(url: str, progress: Progress | None = None,
-                   expect_identical: bool = True) -> OnlineRebuild:  # fmt: skip
-    """Rebuild into the shadow, compare at the live position, switch if they agree."""
+def online_rebuild(url: str, progress: Progress | None = None, expect_identical: bool = True,
+                   processes: int = 1) -> OnlineRebuild:  # fmt: skip
+    """Rebuild into the shadow, compare at the live position, switch if they agree.
+
+    ``processes`` > 1 projects the shadow's partitions in that many processes
+    (``projections.parallel_catch_up``; PostgreSQL with P > 1 only)."""
     check_tokenizer()
     started = time.perf_counter()
     app = CtxStore(url=url)
@@ -89,7 +93,10 @@ def online_rebuild(url: str, progress: Progress | None = None,
             on_page = (lambda done: progress(done, total)) if progress is not None else None
             # the long part, nothing locked; never past the live projection, so the
             # check below compares both at one position
-            events = processor.catch_up(on_page=on_page, stop=live.positions())
+            if processes > 1:
+                events = catch_up_in_parallel(processor, processes, stop=live.positions())
+            else:
+                events = processor.catch_up(on_page=on_page, stop=live.positions())
             with live.engine.connect() as snapshot, _read_snapshot(snapshot):
                 positions = _live_positions(snapshot)
                 checked_at = max(positions.values(), default=0)

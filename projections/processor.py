@@ -59,7 +59,8 @@ class Processor:
         self.budget = working_set or 0  # 0: no working set (the whole store)
         budget = working_set or WHOLE_STORE
         self.parts = [Part(i, store, lazy, budget) for i in range(self.partitions)]
-        history = store.record_policy(policy, app.recorder.max_notification_id() or 0)
+        history = store.record_policy(policy, app.recorder.max_notification_id() or 0,
+                                      self.partitions)  # fmt: skip
         self.starts = [start for start, _ in history]
         self.policies = [p for _, p in history]
         self._batch = threading.local()  # this thread's batch under way, if any

@@ -2,7 +2,10 @@
 
 The digest covers every row of every projection table in primary-key
 order, so equal digests mean the rebuilt tables are byte-identical to the
-live ones (invariant 10).
+live ones (invariant 10).  A rebuild is also how a store is split into a
+new number of partitions (``CTXSTORE_PARTITIONS``): then the tracking rows
+and each session's partition differ by design, so both digests leave that
+layout out and the result says how the split changed.
 """
 
 from __future__ import annotations
@@ -17,24 +20,31 @@ from sqlalchemy import Connection, select
 from domain.application import CtxStore
 from domain.policy import Policy
 from domain.tokens import check_tokenizer
+from projections import partitions as parts
 from projections import tables as t
+from projections import tracking
+from projections.parallel_catch_up import catch_up_in_parallel
 from projections.processor import Processor
 from projections.records import dumps
 from projections.store import ProjectionStore
 
 
-def digest(store: ProjectionStore) -> dict[str, str]:
+def digest(store: ProjectionStore, layout: bool = True) -> dict[str, str]:
     with store.engine.connect() as conn:
-        return digest_on(conn)
+        return digest_on(conn, layout)
 
 
-def digest_on(conn: Connection) -> dict[str, str]:
-    """``digest`` of the tables ``conn`` sees (inside a transaction: one snapshot)."""
+def digest_on(conn: Connection, layout: bool = True) -> dict[str, str]:
+    """``digest`` of the tables ``conn`` sees (inside a transaction: one snapshot);
+    without ``layout``, of all but how sessions are split into partitions."""
     out: dict[str, str] = {}
     for table in t.PROJECTION_TABLES:
+        if not layout and table is t.tracking:
+            continue
         h = hashlib.sha256()
         keys = list(table.primary_key.columns)
-        for row in conn.execute(select(table).order_by(*keys)):
+        columns = [c for c in table.columns if layout or c.name != "partition"]
+        for row in conn.execute(select(*columns).order_by(*keys)):
             h.update(dumps([_plain(v) for v in row]).encode())
             h.update(b"\n")
         out[table.name] = h.hexdigest()
@@ -53,18 +63,28 @@ Progress = Callable[[int, int], None]  # (events projected, events in the log)
 
 
 def rebuild(app: CtxStore, store: ProjectionStore, policy: Policy | None = None,
-            progress: Progress | None = None) -> int:  # fmt: skip
-    """Truncate and replay; the recorded rules history decides which policy applies."""
+            progress: Progress | None = None, processes: int = 1) -> int:  # fmt: skip
+    """Truncate and replay; the recorded rules history decides which policy applies.
+
+    ``processes`` > 1 shares the partitions out to that many processes
+    (``projections.parallel_catch_up``; PostgreSQL with P > 1 only)."""
     store.truncate()
     history = store.policy_history()
     processor = Processor(app, store, policy or (history[-1][1] if history else Policy()))
+    if processes > 1:
+        events = catch_up_in_parallel(processor, processes)
+        if progress is not None:
+            total = app.recorder.max_notification_id() or 0
+            progress(total, total)
+        return events
     if progress is None:
         return processor.catch_up()
     total = app.recorder.max_notification_id() or 0
     return processor.catch_up(on_page=lambda done: progress(done, total))
 
 
-def rebuild_and_compare(url: str, progress: Progress | None = None) -> dict[str, Any]:
+def rebuild_and_compare(url: str, progress: Progress | None = None,
+                        processes: int = 1) -> dict[str, Any]:  # fmt: skip
     # Before anything is emptied: without the tokenizer the rebuild would stop
     # halfway and leave the projection tables empty.
     check_tokenizer()
@@ -74,18 +94,25 @@ def rebuild_and_compare(url: str, progress: Progress | None = None) -> dict[str,
         history = store.policy_history()
         live_policy = history[-1][1] if history else Policy()
         Processor(app, store, live_policy).catch_up()  # live tables are up to date first
-        before = digest(store)
+        with store.engine.connect() as conn:
+            split = tracking.stored_partitions(conn)
+        resplit = parts.configured()  # what the rebuild's emptied tracking rows get
+        layout = split == resplit
+        before = digest(store, layout)
         started = time.perf_counter()
-        events = rebuild(app, store, live_policy, progress)
+        events = rebuild(app, store, live_policy, progress, processes)
         seconds = time.perf_counter() - started
-        after = digest(store)
+        after = digest(store, layout)
     finally:
         store.close()
         app.close()
-    return {
+    result: dict[str, Any] = {
         "identical": before == after,
         "events": events,
         "seconds": round(seconds, 3),
         "before": before,
         "after": after,
     }
+    if not layout:  # processes still running split the old way: they must restart
+        result["partitions"] = {"before": split, "after": resplit}
+    return result

@@ -103,21 +103,27 @@ class ProjectionStore:
         Tracking rows emptied since (a rebuild, an erasure) are created again,
         with ``partitions``: the count the caller's sessions were split by."""
         with self.writing() as conn:
-            if not self._tracked(conn):
+            position = tracking.lock(conn, partition, partitions)
+            if position is None:
                 tracking.ensure(conn, self._insert_dialect(t.tracking), partitions)
-            yield conn, tracking.lock(conn, partition)
+                position = tracking.lock(conn, partition, partitions)
+                assert position is not None
+            yield conn, position
 
     @contextmanager
-    def batch_all(self) -> Iterator[tuple[Connection, int]]:
-        """A write transaction holding every partition's lock; yields the furthest position."""
-        with self.writing() as conn:
-            if not self._tracked(conn):
-                tracking.ensure(conn, self._insert_dialect(t.tracking), 1)
-            yield conn, max(tracking.lock_all(conn).values())
+    def batch_all(self, partitions: int | None = None) -> Iterator[tuple[Connection, int]]:
+        """A write transaction holding every partition's lock; yields the furthest position.
 
-    @staticmethod
-    def _tracked(conn: Connection) -> bool:
-        return bool(tracking.positions(conn))
+        Tracking rows emptied since are created again with ``partitions`` (one
+        if not given), as ``batch`` does; rows split another way than a given
+        ``partitions`` refuse (``PartitionCountChanged``)."""
+        with self.writing() as conn:
+            stored = tracking.stored_partitions(conn)
+            if stored is None:
+                tracking.ensure(conn, self._insert_dialect(t.tracking), partitions or 1)
+            elif partitions is not None and stored != partitions:
+                raise tracking.PartitionCountChanged(stored, partitions)
+            yield conn, max(tracking.lock_all(conn).values())
 
     @contextmanager
     def writing(self) -> Iterator[Connection]:
@@ -243,7 +249,8 @@ class ProjectionStore:
                 rows = own.execute(query).all()
         return [(r.from_position, Policy.from_record(r.policy)) for r in rows]
 
-    def record_policy(self, policy: Policy, log_position: int = 0) -> list[tuple[int, Policy]]:
+    def record_policy(self, policy: Policy, log_position: int = 0,
+                      partitions: int | None = None) -> list[tuple[int, Policy]]:  # fmt: skip
         """Make ``policy`` the rules from the next event stored on (history is kept).
 
         ``log_position`` is the newest notification in the event store.  The
@@ -255,7 +262,7 @@ class ProjectionStore:
         history = self.policy_history()
         if history and history[-1][1].rules_version == policy.rules_version:
             return history
-        with self.batch_all() as (conn, position):
+        with self.batch_all(partitions) as (conn, position):
             start = max(position, log_position) + 1
             conn.execute(t.rules.delete().where(t.rules.c.from_position == start))
             conn.execute(insert(t.rules).values(from_position=start,

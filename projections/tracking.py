@@ -37,11 +37,9 @@ def _rows(conn: Connection, lock: bool, only: int | None = None) -> dict[int, in
 def ensure(conn: Connection, insert: Any, partitions: int) -> int:
     """Create the tracking rows if there are none; the partition count they store."""
     c = t.tracking.c
-    stored = conn.execute(
-        select(c.partitions).where(c.application_name == APPLICATION).limit(1)
-    ).scalar()
+    stored = stored_partitions(conn)
     if stored is not None:
-        return int(stored)
+        return stored
     # FOR UPDATE locks no row that does not exist yet, so two processes starting
     # together may both get here: the first insert wins, the other does nothing.
     rows = [{"application_name": APPLICATION, "partition": p, "notification_id": 0,
@@ -52,9 +50,54 @@ def ensure(conn: Connection, insert: Any, partitions: int) -> int:
     ).scalar_one())  # fmt: skip
 
 
-def lock(conn: Connection, partition: int) -> int:
-    """Lock ``partition``'s row for this transaction; its position."""
-    return _rows(conn, True, partition)[partition]
+class PartitionCountChanged(RuntimeError):
+    """The store's sessions are split into another number of partitions than this
+    process's: an offline ``ctxstore rebuild`` with a new ``CTXSTORE_PARTITIONS``
+    ran while it was up.  Its partition locks and session hashes no longer match
+    the rows, so it projects nothing more until it restarts."""
+
+    code = "restart_required"
+
+    def __init__(self, stored: int, mine: int) -> None:
+        super().__init__(
+            f"the store is now split into {stored} partitions and this process into {mine} "
+            "(CTXSTORE_PARTITIONS changed and the store was rebuilt): restart this process"
+        )
+        self.stored = stored
+        self.mine = mine
+
+
+def lock(conn: Connection, partition: int, partitions: int) -> int | None:
+    """Lock ``partition``'s row for this transaction; its position.
+
+    None if the store had no tracking rows yet (or they were made since).
+    ``partitions`` is the count the caller split its sessions by: if the rows
+    say otherwise it must not go on (``PartitionCountChanged``).  The stored
+    count comes with the lock, so a batch costs no extra query for the check."""
+    c = t.tracking.c
+    query = select(c.notification_id, c.partitions).where(
+        c.application_name == APPLICATION, c.partition == partition
+    )
+    if conn.dialect.name != "sqlite":
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    if row is None:
+        stored = stored_partitions(conn)
+        if stored is None or stored == partitions:  # none yet, or made since by another
+            return None
+        raise PartitionCountChanged(stored, partitions)
+    if int(row.partitions) != partitions:
+        raise PartitionCountChanged(int(row.partitions), partitions)
+    return int(row.notification_id)
+
+
+def stored_partitions(conn: Connection) -> int | None:
+    """The partition count the tracking rows store (None: there are none)."""
+    c = t.tracking.c
+    found = conn.execute(
+        select(c.partitions).where(c.application_name == APPLICATION).limit(1)
+    ).scalar()
+    return None if found is None else int(found)
 
 
 def lock_all(conn: Connection) -> dict[int, int]:

@@ -7,7 +7,8 @@
     ctxstore export  SESSION_ID [--db URL] [--out FILE]
     ctxstore replay  SESSION_ID --to VERSION [--render neutral|openai|anthropic] [--db URL]
     ctxstore worker  [--db URL] [--interval 0.5] [--lease 10]  # projections, split by leases
-    ctxstore rebuild [--db URL] [--online [--switch-anyway]]  # exit 1 if digests differ
+    ctxstore rebuild [--db URL] [--online [--switch-anyway]] [--processes N]
+                                                  # exit 1 if digests differ
     ctxstore keys create --tenant T --scope read|write|admin [--db URL]  # prints the secret once
     ctxstore keys list   [--db URL]
     ctxstore keys revoke KEY_ID [--db URL]
@@ -71,6 +72,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from projections.leases import Leases
+    from projections.tracking import PartitionCountChanged
 
     runtime = _runtime(args)
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -107,6 +109,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
             time.sleep(args.interval)
     except KeyboardInterrupt:
         pass
+    except PartitionCountChanged as exc:  # its supervisor starts it again, split anew
+        print(f"error: {exc.code}: {exc}", file=sys.stderr, flush=True)
+        return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
         try:
@@ -123,22 +128,26 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     url = _url(args)
     _migrate(url)
     if args.online:
-        return _rebuild_online(url, args.switch_anyway)
+        return _rebuild_online(url, args.switch_anyway, args.processes)
     with Progress("rebuild", None, "events") as bar:
-        result = rebuild_and_compare(url, progress=bar.update)
+        result = rebuild_and_compare(url, progress=bar.update, processes=args.processes)
     _print_json(result)
+    if "partitions" in result:
+        split = result["partitions"]
+        print(f"sessions are now split into {split['after']} partitions (were {split['before']}): "
+              "restart every server and worker", file=sys.stderr)  # fmt: skip
     return 0 if result.get("identical") else 1
 
 
-def _rebuild_online(url: str, switch_anyway: bool) -> int:
+def _rebuild_online(url: str, switch_anyway: bool, processes: int) -> int:
     from dataclasses import asdict
 
     from projections.online_rebuild import SwitchRefused, online_rebuild
 
     try:
         with Progress("rebuild", None, "events") as bar:
-            result = online_rebuild(url, progress=bar.update,
-                                    expect_identical=not switch_anyway)  # fmt: skip
+            result = online_rebuild(url, progress=bar.update, expect_identical=not switch_anyway,
+                                    processes=processes)  # fmt: skip
     except SwitchRefused as exc:
         print(f"error: {exc.code}: {exc}", file=sys.stderr)
         return 1
@@ -217,6 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "while servers run, then switch if the digests agree")  # fmt: skip
     p.add_argument("--switch-anyway", action="store_true", help="with --online: switch even "
                    "if the digests differ (a repair, or a new projection format)")  # fmt: skip
+    p.add_argument("--processes", type=_positive, default=1, help="project the partitions in "
+                   "this many processes (PostgreSQL, CTXSTORE_PARTITIONS > 1)")  # fmt: skip
     _keys_parser(sub)
     p = command("erase", cmd_erase, "erase a session and its branches for good (stop other "
                 "servers and workers first); prints what was erased")  # fmt: skip
