@@ -74,12 +74,16 @@ def _key(row: Any) -> ApiKey:
     return ApiKey(row.key_id, row.tenant, row.scope, row.created_at, row.revoked_at)
 
 
+NO_KEY_RECHECK = 1.0  # seconds
+
+
 class KeyStore:
     """The key table of one database (the engine the projections use)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._any = False  # once a key exists it always will: rows are never deleted
+        self._none_until = 0.0  # until when "no key yet" is believed without asking
 
     def create(self, tenant: str, scope: str) -> tuple[ApiKey, str]:
         """A new key and its secret (the only time the secret is known)."""
@@ -123,9 +127,20 @@ class KeyStore:
         return None if row is None else _key(row)
 
     def any_created(self) -> bool:
-        """Whether any key was ever created here (revoked ones count: see ``api.auth``)."""
-        if not self._any:
-            with self.engine.connect() as conn:
-                count = conn.execute(select(func.count()).select_from(api_keys)).scalar_one()
-            self._any = bool(count)
+        """Whether any key was ever created here (revoked ones count: see ``api.auth``).
+
+        A "no" is asked again at most every ``NO_KEY_RECHECK`` seconds: asking
+        on every loopback request was a query each (a tenth of an append's
+        CPU).  So after the first ``ctxstore keys create`` in another process,
+        loopback clients keep the open zero-set-up access for up to that long,
+        as they had it the moment before."""
+        if self._any:
+            return True
+        now = time.monotonic()
+        if now < self._none_until:
+            return False
+        with self.engine.connect() as conn:
+            count = conn.execute(select(func.count()).select_from(api_keys)).scalar_one()
+        self._any = bool(count)
+        self._none_until = now + NO_KEY_RECHECK
         return self._any

@@ -107,7 +107,9 @@ class Compaction(RuntimeCore):
         return version
 
     def _asks_for_summary(self, session_id: str) -> bool:
-        with self._locked(session_id) as projector:
+        """Right after the command's own catch-up (``_follow``), so no read of the log
+        first: whatever another process appended since, its own follow-up judges."""
+        with self._holding(self.processor.partition_of(session_id)) as projector:
             session = q.session_row(projector, session_id)
             commit_id = q.head_commit_id(projector, session)
             return bool(commit_id and projector.commits[commit_id].summary_request)
