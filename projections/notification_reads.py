@@ -15,19 +15,27 @@ lock does not block readers, so it keeps the recorder's own read.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Notification
+from psycopg.rows import tuple_row
 from sqlalchemy import text
 
 
 def select_notifications(recorder: Any, conn: Any, start: int, limit: int,
-                         stop: int | None = None, topics: Sequence[str] = ()
+                         stop: int | None = None, topics: Sequence[str] = (),
+                         needs_state: Callable[[Notification], bool] | None = None,
                          ) -> list[Notification]:  # fmt: skip
-    """Notifications from ``start`` (inclusive) up to ``stop``, at most ``limit``."""
+    """Notifications from ``start`` (inclusive) up to ``stop``, at most ``limit``.
+
+    ``needs_state``: on PostgreSQL, read the states of only those
+    notifications it accepts (seeing them with an empty state); the others
+    keep an empty one (``sparse_notifications``)."""
     if conn.dialect.name != "sqlite":
+        if needs_state is not None and not topics:
+            return sparse_notifications(recorder, conn, start, limit, stop, needs_state)
         return list(recorder.select_notifications(start=start, limit=limit, stop=stop,
                                                   topics=topics))  # fmt: skip
     clauses = ["rowid >= :start"]
@@ -49,6 +57,41 @@ def select_notifications(recorder: Any, conn: Any, start: int, limit: int,
                      topic=row[3], state=bytes(row[4]))
         for row in conn.execute(statement, params)
     ]  # fmt: skip
+
+
+def sparse_notifications(
+    recorder: Any, conn: Any, start: int, limit: int, stop: int | None,
+    needs_state: Callable[[Notification], bool],
+) -> list[Notification]:  # fmt: skip
+    """The log's headers, and the states of only the notifications ``needs_state`` names.
+
+    A partition's batch reads the whole log and applies only its own
+    sessions' events: with P partitions a rebuild read every event's state
+    P times, large tool results included, to throw P - 1 of them away (a
+    single-process rebuild on 8 partitions took 1.7x as long as on one).
+    """
+    table = f'"{recorder.datastore.schema}"."{recorder.events_table_name}"'
+    where = "notification_id >= %s" + (" AND notification_id <= %s" if stop else "")
+    params = [start, stop, limit] if stop else [start, limit]
+    # psycopg's own cursor: tuples, not SQLAlchemy rows (a rebuild on P partitions
+    # reads every header P times)
+    with conn.connection.driver_connection.cursor(row_factory=tuple_row) as curs:
+        curs.execute(f"SELECT notification_id, originator_id, originator_version, topic "
+                     f"FROM {table} WHERE {where} ORDER BY notification_id LIMIT %s",
+                     params)  # fmt: skip
+        headers = [Notification(id=i, originator_id=o, originator_version=v, topic=t, state=b"")
+                   for i, o, v, t in curs.fetchall()]  # fmt: skip
+        wanted = [note.id for note in headers if needs_state(note)]
+        if not wanted:
+            return headers
+        curs.execute(f"SELECT notification_id, state FROM {table} "
+                     "WHERE notification_id = ANY(%s)", [wanted])  # fmt: skip
+        states = dict(curs.fetchall())
+    return [note if note.id not in states else
+            Notification(id=note.id, originator_id=note.originator_id,
+                         originator_version=note.originator_version, topic=note.topic,
+                         state=bytes(states[note.id]))
+            for note in headers]  # fmt: skip
 
 
 def first_event(recorder: Any, conn: Any, originator_id: UUID) -> Any:

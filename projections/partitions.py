@@ -40,6 +40,12 @@ def configured(env: Mapping[str, str] | None = None) -> int:
     return value
 
 
+def requested(env: Mapping[str, str] | None = None) -> int | None:
+    """``configured`` if ``CTXSTORE_PARTITIONS`` is set, else None (keep what is stored)."""
+    env = os.environ if env is None else env
+    return configured(env) if env.get("CTXSTORE_PARTITIONS", "").strip() else None
+
+
 def hashed(session_id: str, partitions: int) -> int:
     """A stable hash (not Python's, which differs from one process to the next)."""
     return zlib.crc32(session_id.encode()) % partitions

@@ -38,6 +38,9 @@ from projections.records import Outbox
 from projections.store import ProjectionStore
 
 PAGE = 500
+# A batch this far behind the log reads only its own events' states (a backlog, a
+# rebuild); a live batch of an event or two reads them whole in one query instead.
+SPARSE_AFTER = 64
 SESSION_TOPICS = ("domain.session:", "domain.events:")  # a session's own events
 Stop = int | dict[int, int] | None  # how far catch_up may go, everywhere or per partition
 WHOLE_STORE = 1 << 62  # a working set budget that never evicts
@@ -190,8 +193,11 @@ class Processor:
                     self._refresh_policies(conn)  # another process may have recorded rules
                     projector = synced(self, part, conn, position)
                     self.batch_conn = conn  # partition lookups read the log through it
-                    notes = (select_notifications(self.app.recorder, conn, position + 1, page,
-                                                  stop=stop)
+                    sparse = self._sparse(part) if newest - position > SPARSE_AFTER else None
+                    # about a page of its own events a batch, as with one partition
+                    size = page * self.partitions if sparse is not None else page
+                    notes = (select_notifications(self.app.recorder, conn, position + 1, size,
+                                                  stop=stop, needs_state=sparse)
                              if stop is None or position < stop else [])  # fmt: skip
                     if not notes:
                         part.rows.conn = None
@@ -214,13 +220,29 @@ class Processor:
                 done += applied
                 if on_page is not None:
                     on_page(total + done)
-                if blocked or len(notes) < page:
+                if blocked or len(notes) < size:
                     return done, blocked
         except BaseException:
             part.projector = None  # memory may be ahead of what committed: rebuild it
             part.rows.conn = None
             self.batch_conn = None
             raise
+
+    def _sparse(self, part: Part) -> Callable[[Any], bool] | None:
+        """Which notifications' states a batch of ``part`` must read: its own sessions'
+        events, and every session's start (where a branch's partition is found).
+        None with one partition: then every event is its own."""
+        if self.partitions == 1:
+            return None
+
+        def needs_state(note: Any) -> bool:
+            if not note.topic.startswith(SESSION_TOPICS):
+                return False
+            if note.originator_version == 1:
+                return True
+            return self.partitioner.of(str(note.originator_id)) == part.index
+
+        return needs_state
 
     def _apply(self, part: Part, projector: Projector, notes: Any) -> tuple[int, set[int]]:
         """Apply this partition's events of ``notes``; how many were read, and what

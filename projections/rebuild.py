@@ -63,14 +63,18 @@ Progress = Callable[[int, int], None]  # (events projected, events in the log)
 
 
 def rebuild(app: CtxStore, store: ProjectionStore, policy: Policy | None = None,
-            progress: Progress | None = None, processes: int = 1) -> int:  # fmt: skip
+            progress: Progress | None = None, processes: int = 1,
+            partitions: int | None = None) -> int:  # fmt: skip
     """Truncate and replay; the recorded rules history decides which policy applies.
 
-    ``processes`` > 1 shares the partitions out to that many processes
-    (``projections.parallel_catch_up``; PostgreSQL with P > 1 only)."""
+    ``partitions``: the split of the rebuilt rows (``resplit_count``'s by
+    default).  ``processes`` > 1 shares the partitions out to that many
+    processes (``projections.parallel_catch_up``; PostgreSQL with P > 1 only)."""
+    partitions = partitions or resplit_count(store)
     store.truncate()
     history = store.policy_history()
-    processor = Processor(app, store, policy or (history[-1][1] if history else Policy()))
+    processor = Processor(app, store, policy or (history[-1][1] if history else Policy()),
+                          partitions=partitions)  # fmt: skip
     if processes > 1:
         events = catch_up_in_parallel(processor, processes)
         if progress is not None:
@@ -81,6 +85,17 @@ def rebuild(app: CtxStore, store: ProjectionStore, policy: Policy | None = None,
         return processor.catch_up()
     total = app.recorder.max_notification_id() or 0
     return processor.catch_up(on_page=lambda done: progress(done, total))
+
+
+def resplit_count(store: ProjectionStore) -> int:
+    """The partition count a rebuild splits into: ``CTXSTORE_PARTITIONS`` if it is
+    set, else the count stored now.  A rebuild run from a shell that happens not
+    to set it must not quietly put every session of a split store into one."""
+    asked = parts.requested()
+    if asked is not None:
+        return asked
+    with store.engine.connect() as conn:
+        return tracking.stored_partitions(conn) or parts.configured()
 
 
 def rebuild_and_compare(url: str, progress: Progress | None = None,
@@ -96,11 +111,11 @@ def rebuild_and_compare(url: str, progress: Progress | None = None,
         Processor(app, store, live_policy).catch_up()  # live tables are up to date first
         with store.engine.connect() as conn:
             split = tracking.stored_partitions(conn)
-        resplit = parts.configured()  # what the rebuild's emptied tracking rows get
+        resplit = resplit_count(store)
         layout = split == resplit
         before = digest(store, layout)
         started = time.perf_counter()
-        events = rebuild(app, store, live_policy, progress, processes)
+        events = rebuild(app, store, live_policy, progress, processes, resplit)
         seconds = time.perf_counter() - started
         after = digest(store, layout)
     finally:

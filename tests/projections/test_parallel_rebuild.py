@@ -56,3 +56,30 @@ def test_two_processes_rebuild_the_rows_one_process_makes(
         assert found["identical"], {k for k in found["after"]
                                     if found["before"][k] != found["after"][k]}  # fmt: skip
     assert rebuild_and_compare(store_url)["identical"]  # and one process agrees
+
+
+def test_a_partition_behind_reads_only_its_own_events_states(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backlog (a worker's, a rebuild's) is read as headers plus the partition's own
+    states, and projects the same rows as reading every state."""
+    if not store_url.startswith("postgresql"):
+        pytest.skip("SQLite reads the log on the batch's own connection, whole")
+    from projections import notification_reads
+    from tests.spies import calls_of
+
+    monkeypatch.setenv("CTXSTORE_PARTITIONS", "4")
+    rt = Runtime(store_url, auto_compact=False, auto_catch_up=False)
+    try:
+        sids = [str(rt.app.start_session(f"s{n}", "local:tiny")[0]) for n in range(6)]
+        for turn in range(12):
+            for sid in sids:
+                rt.app.append_node(sid, role="user", input=f"turn {turn} " * 50)
+        rt.app.attach(sids[0], sids[1])
+        sparse = calls_of(monkeypatch, notification_reads, "sparse_notifications")
+        rt.catch_up()
+        assert sparse, "a backlog of a hundred events was read whole"
+        assert sum(rt.session_info(sid)["counts"]["nodes"] for sid in sids) == 6 * 12 + 1
+    finally:
+        rt.close()
+    assert rebuild_and_compare(store_url)["identical"]

@@ -47,9 +47,15 @@ def test_a_rebuild_into_a_new_count_compares_content_not_the_split(
         assert {sid: rt.session_info(sid)["counts"] for sid in sids} == before
     finally:
         rt.close()
+    monkeypatch.delenv("CTXSTORE_PARTITIONS")  # a shell that does not set it keeps the split
     again = rebuild_and_compare(store_url)  # the same count: the whole layout compared
     assert again["identical"] and "partitions" not in again
     assert "ctx_tracking" in again["after"]
+    rt = Runtime(store_url, auto_compact=False)
+    try:
+        assert rt.processor.partitions == 2
+    finally:
+        rt.close()
 
 
 @pytest.mark.parametrize("resplit", [2, 8])
