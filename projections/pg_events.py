@@ -24,6 +24,7 @@ path also avoids the pipeline but takes no table lock, so it was not used.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +34,8 @@ from eventsourcing.utils import retry
 from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
+
+RECHECK = 30.0  # seconds between looks for an append function not found yet
 
 
 class UnpipelinedRecorder(PostgresApplicationRecorder):
@@ -44,6 +47,7 @@ class UnpipelinedRecorder(PostgresApplicationRecorder):
         self.append_function = f"{self.events_table_name.replace('.', '_')}_append"
         self.sql_create_statements.append(self._create_append_function())
         self._has_append_function: bool | None = None  # looked up on the first insert
+        self._recheck_at = 0.0
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(
@@ -103,13 +107,18 @@ class UnpipelinedRecorder(PostgresApplicationRecorder):
 
     def _append_function_exists(self) -> bool:
         """Whether ``migrate`` created the append function (a store older than it may not
-        have been migrated by this process: it appends the old way until then)."""
-        if not self._has_append_function:
+        have been migrated yet: this process appends the old way until it finds it,
+        asking again at most every ``RECHECK`` seconds)."""
+        if self._has_append_function is None or (
+            not self._has_append_function and time.monotonic() >= self._recheck_at
+        ):
             with self.datastore.get_connection() as conn, conn.cursor() as curs:
-                curs.execute("SELECT to_regproc(%s) IS NOT NULL AS found",
-                             [f"{self.datastore.schema}.{self.append_function}"])  # fmt: skip
+                curs.execute("SELECT to_regproc(format('%%I.%%I', %s::text, %s::text)) "
+                             "IS NOT NULL AS found",
+                             [self.datastore.schema, self.append_function])  # fmt: skip
                 row = curs.fetchone()
                 self._has_append_function = bool(row and row["found"])
+            self._recheck_at = time.monotonic() + RECHECK
         return self._has_append_function
 
     def _append_call(self) -> Composed:

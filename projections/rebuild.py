@@ -71,7 +71,7 @@ def rebuild(app: CtxStore, store: ProjectionStore, policy: Policy | None = None,
     default).  ``processes`` > 1 shares the partitions out to that many
     processes (``projections.parallel_catch_up``; PostgreSQL with P > 1 only)."""
     partitions = partitions or resplit_count(store)
-    store.truncate()
+    store.truncate(partitions)
     history = store.policy_history()
     processor = Processor(app, store, policy or (history[-1][1] if history else Policy()),
                           partitions=partitions)  # fmt: skip

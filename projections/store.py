@@ -276,15 +276,22 @@ class ProjectionStore:
         query = select(table).where(table.c.notification_id > position)
         return list(conn.execute(query.order_by(table.c.notification_id)))
 
-    def truncate(self) -> None:
-        """Empty every projection table in one transaction (the rules history stays)."""
+    def truncate(self, partitions: int | None = None) -> None:
+        """Empty every projection table in one transaction (the rules history stays).
+
+        ``partitions``: make the tracking rows again, split that way, in the
+        same transaction.  Left to the next batch, a process still running
+        with the old count could make them first, with its own count, and the
+        rebuild would quietly keep that split (or the two would mix)."""
         with self.writing() as conn:
             if self.is_sqlite:  # a bare DELETE is SQLite's own truncate
                 for table in reversed(t.PROJECTION_TABLES):
                     conn.execute(table.delete())
-                return
-            names = ", ".join(table.name for table in t.PROJECTION_TABLES)
-            conn.exec_driver_sql(f"TRUNCATE {names}")
+            else:
+                names = ", ".join(table.name for table in t.PROJECTION_TABLES)
+                conn.exec_driver_sql(f"TRUNCATE {names}")
+            if partitions is not None:
+                tracking.ensure(conn, self._insert_dialect(t.tracking), partitions)
 
 
 def loads(text: str | None) -> Any:

@@ -45,9 +45,14 @@ def ensure(conn: Connection, insert: Any, partitions: int) -> int:
     rows = [{"application_name": APPLICATION, "partition": p, "notification_id": 0,
              "partitions": partitions} for p in range(partitions)]  # fmt: skip
     conn.execute(insert.values(rows).on_conflict_do_nothing())
-    return int(conn.execute(
-        select(c.partitions).where(c.application_name == APPLICATION).limit(1)
-    ).scalar_one())  # fmt: skip
+    # Two processes configured apart, starting on an empty store together, would
+    # leave rows of both counts (the inserts clash only where partitions overlap).
+    counts = sorted(int(n) for n in conn.execute(
+        select(c.partitions).where(c.application_name == APPLICATION).distinct()
+    ).scalars())  # fmt: skip
+    if counts != [partitions]:
+        raise PartitionCountChanged(next(n for n in counts if n != partitions), partitions)
+    return partitions
 
 
 class PartitionCountChanged(RuntimeError):
@@ -65,6 +70,10 @@ class PartitionCountChanged(RuntimeError):
         )
         self.stored = stored
         self.mine = mine
+
+    def __reduce__(self) -> tuple[type[PartitionCountChanged], tuple[int, int]]:
+        """Picklable, so a rebuild's helper process can raise it to its parent."""
+        return PartitionCountChanged, (self.stored, self.mine)
 
 
 def lock(conn: Connection, partition: int, partitions: int) -> int | None:

@@ -132,8 +132,8 @@ class KeyStore:
         A "no" is asked again at most every ``NO_KEY_RECHECK`` seconds: asking
         on every loopback request was a query each (a tenth of an append's
         CPU).  So after the first ``ctxstore keys create`` in another process,
-        loopback clients keep the open zero-set-up access for up to that long,
-        as they had it the moment before."""
+        loopback clients of each server process keep the open zero-set-up
+        access for up to that long, as they had it the moment before."""
         if self._any:
             return True
         now = time.monotonic()

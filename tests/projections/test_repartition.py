@@ -10,6 +10,8 @@ own count.
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from starlette.testclient import TestClient
 
@@ -102,3 +104,27 @@ def test_emptied_tracking_rows_come_back_with_the_process_count(
         assert sorted(rt.store.positions()) == [0, 1, 2]
     finally:
         rt.close()
+
+
+def test_a_process_appending_while_a_resplit_empties_the_tables_cannot_keep_its_split(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rebuild's truncate makes the new tracking rows in its own transaction, so a
+    process still split the old way never gets to make them with its count."""
+    monkeypatch.setenv("CTXSTORE_PARTITIONS", "4")
+    rt = Runtime(store_url, auto_compact=False)
+    try:
+        sids = _fill(rt, 2)
+        rt.store.truncate(8)  # what rebuild does first, with CTXSTORE_PARTITIONS=8
+        executed = rt.run("append_node", sids[0], role="user", input="in the gap")
+        assert "catch_up" in executed.follow_up
+        assert sorted(rt.store.positions()) == list(range(8))
+    finally:
+        rt.close()
+
+
+def test_the_restart_error_crosses_a_process_boundary() -> None:
+    """A rebuild's helper process raises it to its parent through a pickle."""
+    again = pickle.loads(pickle.dumps(PartitionCountChanged(8, 4)))
+    assert (again.stored, again.mine, again.code) == (8, 4, "restart_required")
+    assert "8 partitions" in str(again)
