@@ -17,6 +17,7 @@ checks that every acknowledged node is projected (the sessions' node counts)
 and that a rebuild from the log is byte-identical to the live tables.
 
     python scripts/bench_throughput.py [--appends 2000] [--sessions 64] [--clients 8]
+        [--partitions 8]
         [--admin postgresql://postgres@127.0.0.1:5432/postgres]
 """
 
@@ -134,8 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--appends", type=int, default=2000)
     parser.add_argument("--sessions", type=int, default=64)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--partitions", type=int, default=8,
+                        help="CTXSTORE_PARTITIONS for the servers' fresh stores")  # fmt: skip
     parser.add_argument("--admin", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args(argv)
+    os.environ["CTXSTORE_PARTITIONS"] = str(args.partitions)  # the servers inherit it
     rows = []
     layouts = [(1, 1, "1 API process"), (2, 1, "2 API processes"),
                (1, 2, "uvicorn --workers 2")]  # fmt: skip

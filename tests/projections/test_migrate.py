@@ -47,3 +47,33 @@ def test_concurrent_first_starts_all_come_up(store_url: str) -> None:
     for worker in workers:
         out, err = worker.communicate(timeout=120)
         assert worker.returncode == 0 and out.strip() == "up", err
+
+
+def test_large_values_are_compressed_with_lz4_on_postgresql(store_url: str) -> None:
+    """An 8 MB event is compressed while its append holds the events table's lock."""
+    if not store_url.startswith("postgresql"):
+        return  # SQLite stores values as they come
+    import pytest
+    from sqlalchemy import text
+
+    from projections.migrate import downgrade, upgrade
+
+    upgrade(store_url)
+    engine = create_engine(sqlalchemy_url(store_url))
+    query = text("SELECT attrelid::regclass::text, attname, attcompression FROM pg_attribute "
+                 "WHERE attname IN ('state', 'input', 'output') AND attrelid IN "
+                 "('ctxstore_events'::regclass, 'ctx_nodes'::regclass)")  # fmt: skip
+    try:
+        with engine.connect() as conn:
+            offered = conn.execute(text(
+                "SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'"
+            )).scalar()  # fmt: skip
+            if "lz4" not in (offered or []):
+                pytest.skip("this PostgreSQL has no lz4")
+            assert {row[2] for row in conn.execute(query)} == {"l"}
+        downgrade(store_url, "0011")
+        with engine.connect() as conn:
+            assert {row[2] for row in conn.execute(query)} == {""}
+        upgrade(store_url)
+    finally:
+        engine.dispose()
