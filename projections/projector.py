@@ -29,7 +29,14 @@ from projections.event_steps import HANDLERS
 from projections.records import CommitMeta, EventInfo, NodeRow, Outbox, SessionRow, dumps
 from projections.working_set import DEFAULT_BUDGET, LazyDict, RowSource, WorkingSet
 
-CACHE_SIZE = 16
+# Warm working contexts a projector keeps (about one per session it projects
+# lately).  Past it, a session's next commit loads its parent's items back from
+# rows and indexes them again: with 16, 64 agents appending in turn on one
+# partition made a rebuild (and every live append) do that for nearly every
+# commit, 2.2x the time of 8 partitions of 8 sessions each (128: twice that
+# many agents).  A context holds references to its items, which are small
+# next to the node texts.
+CACHE_SIZE = 128
 
 
 class Projector(CommitLookup):
