@@ -15,6 +15,7 @@ from typing import Any
 from domain import errors
 from domain.summarizer import SummarizerError
 from projections.store import DATABASE_ERRORS
+from projections.tracking import PartitionCountChanged
 
 log = logging.getLogger("ctxstore.runtime")
 
@@ -42,4 +43,6 @@ def failure(exc: BaseException) -> dict[str, str]:
         return {"code": "write_contention", "message": "other writers kept winning; not done"}
     if isinstance(exc, DATABASE_ERRORS):
         return {"code": "database_unavailable", "message": "the database is busy or unreachable"}
+    if isinstance(exc, PartitionCountChanged):
+        return {"code": exc.code, "message": str(exc)}
     return {"code": "internal", "message": "internal error"}
