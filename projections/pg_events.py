@@ -79,11 +79,9 @@ class UnpipelinedRecorder(PostgresApplicationRecorder):
         the client, after the table lock was taken, so every other writer
         waited for it too; bytes in binary need no escaping at all.
         """
-        columns = list(zip(*((e.originator_id, e.originator_version, e.topic, e.state)
-                             for e in stored_events), strict=True))  # fmt: skip
         self._lock_table(curs)
         self._notify_channel(curs)
-        curs.execute(self._binary_insert(), [list(c) for c in columns])
+        curs.execute(self._binary_insert(), _columns(stored_events))
 
     def _append(self, stored_events: Sequence[StoredEvent]) -> list[int]:
         """Lock, notify, insert and commit in one statement of an implicit transaction.
@@ -97,11 +95,9 @@ class UnpipelinedRecorder(PostgresApplicationRecorder):
         and commits (the connection is in autocommit mode) without waiting for
         the client at all.
         """
-        columns = list(zip(*((e.originator_id, e.originator_version, e.topic, e.state)
-                             for e in stored_events), strict=True))  # fmt: skip
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             assert conn.autocommit, "the statement must commit by itself"
-            curs.execute(self._append_call(), [*(list(c) for c in columns),
+            curs.execute(self._append_call(), [*_columns(stored_events),
                                                f"{self.datastore.lock_timeout}s"])  # fmt: skip
             return [row[self.append_function] for row in curs.fetchall()]
 
@@ -163,3 +159,9 @@ class UnpipelinedRecorder(PostgresApplicationRecorder):
             table=Identifier(self.events_table_name),
             id_type=SQL(self.datastore.originator_id_type),
         )
+
+
+def _columns(stored_events: Sequence[StoredEvent]) -> list[list[Any]]:
+    """The events as four column arrays (ids, versions, topics, states), sent binary."""
+    rows = ((e.originator_id, e.originator_version, e.topic, e.state) for e in stored_events)
+    return [list(column) for column in zip(*rows, strict=True)]

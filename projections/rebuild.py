@@ -70,32 +70,28 @@ def rebuild(app: CtxStore, store: ProjectionStore, policy: Policy | None = None,
     ``partitions``: the split of the rebuilt rows (``resplit_count``'s by
     default).  ``processes`` > 1 shares the partitions out to that many
     processes (``projections.parallel_catch_up``; PostgreSQL with P > 1 only)."""
-    partitions = partitions or resplit_count(store)
+    if partitions is None:
+        with store.engine.connect() as conn:
+            partitions = resplit_count(tracking.stored_partitions(conn))
     store.truncate(partitions)
     history = store.policy_history()
     processor = Processor(app, store, policy or (history[-1][1] if history else Policy()),
                           partitions=partitions)  # fmt: skip
-    if processes > 1:
-        events = catch_up_in_parallel(processor, processes)
-        if progress is not None:
-            total = app.recorder.max_notification_id() or 0
-            progress(total, total)
-        return events
     if progress is None:
-        return processor.catch_up()
+        return catch_up_in_parallel(processor, processes)
     total = app.recorder.max_notification_id() or 0
+    if processes > 1:  # the helpers report nothing on the way: the bar ends full
+        events = catch_up_in_parallel(processor, processes)
+        progress(total, total)
+        return events
     return processor.catch_up(on_page=lambda done: progress(done, total))
 
 
-def resplit_count(store: ProjectionStore) -> int:
+def resplit_count(stored: int | None) -> int:
     """The partition count a rebuild splits into: ``CTXSTORE_PARTITIONS`` if it is
-    set, else the count stored now.  A rebuild run from a shell that happens not
+    set, else the ``stored`` count.  A rebuild run from a shell that happens not
     to set it must not quietly put every session of a split store into one."""
-    asked = parts.requested()
-    if asked is not None:
-        return asked
-    with store.engine.connect() as conn:
-        return tracking.stored_partitions(conn) or parts.configured()
+    return parts.requested() or stored or parts.PARTITIONS
 
 
 def rebuild_and_compare(url: str, progress: Progress | None = None,
@@ -111,7 +107,7 @@ def rebuild_and_compare(url: str, progress: Progress | None = None,
         Processor(app, store, live_policy).catch_up()  # live tables are up to date first
         with store.engine.connect() as conn:
             split = tracking.stored_partitions(conn)
-        resplit = resplit_count(store)
+        resplit = resplit_count(split)
         layout = split == resplit
         before = digest(store, layout)
         started = time.perf_counter()

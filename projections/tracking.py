@@ -23,11 +23,9 @@ from projections import tables as t
 APPLICATION = "ctxstore"
 
 
-def _rows(conn: Connection, lock: bool, only: int | None = None) -> dict[int, int]:
+def _rows(conn: Connection, lock: bool) -> dict[int, int]:
     c = t.tracking.c
     query = select(c.partition, c.notification_id).where(c.application_name == APPLICATION)
-    if only is not None:
-        query = query.where(c.partition == only)
     if lock and conn.dialect.name != "sqlite":
         # in partition order, so two processes locking several never deadlock
         query = query.order_by(c.partition).with_for_update()
