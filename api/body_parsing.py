@@ -12,6 +12,7 @@ from starlette.requests import Request
 
 from api import limits
 from api.errors import DuplicateKey, MalformedJSON
+from api.json_skeleton import skeleton
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -33,10 +34,13 @@ def check_structure(request: Request, raw: bytes) -> None:
     texts in them): a separate byte scan of the body cost 6 ms per 8 MB with
     the GIL held.  A body the parser refuses (not JSON, or nested past the
     interpreter's recursion limit) gets the byte scan, then the model's parser
-    says what is wrong with it.
+    says what is wrong with it.  A large body is checked through its skeleton
+    (``json_skeleton``): the parser skips decoding megabytes of text it does
+    not check.
     """
+    shape = skeleton(raw) if len(raw) > PARSE_IN_THREAD_BYTES else None
     try:
-        parsed = json.loads(raw, object_pairs_hook=_refuse_duplicates)
+        parsed = json.loads(shape or raw, object_pairs_hook=_refuse_duplicates)
     except (ValueError, RecursionError):
         limits.check_json(request, raw)
         return
