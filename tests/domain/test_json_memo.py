@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from domain import node_text
 from domain.node_text import MEMO_MIN, canonical_json, remember_json
@@ -37,3 +39,23 @@ def test_the_memo_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(node_text._memo):
         assert canonical_json(key) == json.dumps(key)
     assert not node_text._memo and node_text._memo_size == 0
+
+
+@settings(max_examples=300)
+@given(st.text(), st.integers(1, 7))
+def test_a_text_escaped_in_pieces_is_the_json_of_the_whole(text: str, piece: int) -> None:
+    whole = json.dumps(text, sort_keys=True, separators=(",", ":"))
+    saved = node_text.PIECE
+    node_text.PIECE = piece  # hypothesis runs this body many times: no fixture
+    try:
+        assert node_text._encode(text) == whole
+    finally:
+        node_text.PIECE = saved
+
+
+def test_a_long_text_is_escaped_in_pieces_the_same() -> None:
+    text = 'tab\there "q" \\ \u00e9\ud83d\ude00\x01\u2028' * (node_text.PIECE // 8)
+    assert len(text) > 2 * node_text.PIECE
+    assert canonical_json(text) == json.dumps(text)
+    remember_json(text)
+    assert canonical_json(text) == json.dumps(text)
