@@ -23,19 +23,24 @@ from eventsourcing.persistence import Notification
 from psycopg.rows import tuple_row
 from sqlalchemy import text
 
+from projections.pg_events import LARGE_STATE
+
 
 def select_notifications(recorder: Any, conn: Any, start: int, limit: int,
                          stop: int | None = None, topics: Sequence[str] = (),
                          needs_state: Callable[[Notification], bool] | None = None,
-                         ) -> list[Notification]:  # fmt: skip
+                         lean: bool = False) -> list[Notification]:  # fmt: skip
     """Notifications from ``start`` (inclusive) up to ``stop``, at most ``limit``.
 
     ``needs_state``: on PostgreSQL, read the states of only those
     notifications it accepts (seeing them with an empty state); the others
-    keep an empty one (``sparse_notifications``)."""
+    keep an empty one (``sparse_notifications``).  With ``lean``, every
+    small state is read at once and only a large one waits for the test
+    (``lean_notifications``)."""
     if conn.dialect.name != "sqlite":
         if needs_state is not None and not topics:
-            return sparse_notifications(recorder, conn, start, limit, stop, needs_state)
+            read = lean_notifications if lean else sparse_notifications
+            return read(recorder, conn, start, limit, stop, needs_state)
         return list(recorder.select_notifications(start=start, limit=limit, stop=stop,
                                                   topics=topics))  # fmt: skip
     clauses = ["rowid >= :start"]
@@ -85,13 +90,59 @@ def sparse_notifications(
         if not wanted:
             return headers
         curs.execute(f"SELECT notification_id, state FROM {table} "
-                     "WHERE notification_id = ANY(%s)", [wanted])  # fmt: skip
+                     "WHERE notification_id = ANY(%s)", [wanted], binary=True)  # fmt: skip
         states = dict(curs.fetchall())
     return [note if note.id not in states else
             Notification(id=note.id, originator_id=note.originator_id,
                          originator_version=note.originator_version, topic=note.topic,
                          state=bytes(states[note.id]))
             for note in headers]  # fmt: skip
+
+
+def lean_notifications(
+    recorder: Any, conn: Any, start: int, limit: int, stop: int | None,
+    needs_state: Callable[[Notification], bool],
+) -> list[Notification]:  # fmt: skip
+    """The log with every small state, and only the large states ``needs_state`` names.
+
+    A live batch reads the few events appended since its last, in one query.
+    Among them may be another partition's 8 MB tool result: reading it to
+    throw it away took 30 ms of that batch, which another session's append
+    waited through (issue 13).  PostgreSQL knows a stored value's length
+    without reading it.  A large state this process appended comes from
+    ``recorder.recent``; others are read in binary, which psycopg copies,
+    where the text format's hex took it milliseconds of the interpreter lock
+    to decode.
+    """
+    table = f'"{recorder.datastore.schema}"."{recorder.events_table_name}"'
+    where = "notification_id >= %s" + (" AND notification_id <= %s" if stop else "")
+    params = [LARGE_STATE, start, stop, limit] if stop else [LARGE_STATE, start, limit]
+    recent = getattr(recorder, "recent", None)
+    with conn.connection.driver_connection.cursor(row_factory=tuple_row) as curs:
+        curs.execute(f"SELECT notification_id, originator_id, originator_version, topic, "
+                     f"CASE WHEN octet_length(state) < %s THEN state END "
+                     f"FROM {table} WHERE {where} ORDER BY notification_id LIMIT %s",
+                     params, binary=True)  # fmt: skip
+        notes = [Notification(id=i, originator_id=o, originator_version=v, topic=t,
+                              state=b"" if state is None else state)
+                 for i, o, v, t, state in curs.fetchall()]  # fmt: skip
+        states: dict[int, bytes] = {}
+        for note in notes:
+            if not note.state and needs_state(note):
+                kept = recent.get(note.id) if recent is not None else None
+                states[note.id] = kept if kept is not None else b""
+        missing = [id for id, state in states.items() if not state]
+        if missing:
+            curs.execute(f"SELECT notification_id, state FROM {table} "
+                         "WHERE notification_id = ANY(%s)", [missing], binary=True)  # fmt: skip
+            states.update(curs.fetchall())
+    if not states:
+        return notes
+    return [note if note.id not in states else
+            Notification(id=note.id, originator_id=note.originator_id,
+                         originator_version=note.originator_version, topic=note.topic,
+                         state=bytes(states[note.id]))
+            for note in notes]  # fmt: skip
 
 
 def first_event(recorder: Any, conn: Any, originator_id: UUID) -> Any:

@@ -24,7 +24,9 @@ path also avoids the pipeline but takes no table lock, so it was not used.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +38,38 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
 RECHECK = 30.0  # seconds between looks for an append function not found yet
+LARGE_STATE = 64 * 1024  # bytes: a state this large is read only by the batch that needs it
+RECENT_BUDGET = 64 * 1024 * 1024  # bytes of large states kept after appending them
+
+
+class RecentStates:
+    """The large states this process appended lately, by notification id.
+
+    The batch that projects an 8 MB event is nearly always the appending
+    process's own, moments later: reading the event back took it 50 ms,
+    much of it decoding with the interpreter lock held (issue 13).  A stored
+    state never changes, so the bytes sent are the bytes it would read.
+    """
+
+    def __init__(self, budget: int = RECENT_BUDGET) -> None:
+        self.budget = budget
+        self._states: OrderedDict[int, bytes] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def remember(self, ids: Sequence[int], states: Sequence[bytes]) -> None:
+        with self._lock:
+            for id, state in zip(ids, states, strict=True):
+                if len(state) < LARGE_STATE or len(state) > self.budget:
+                    continue
+                self._states[id] = state
+                self._size += len(state)
+            while self._size > self.budget:
+                self._size -= len(self._states.popitem(last=False)[1])
+
+    def get(self, id: int) -> bytes | None:
+        with self._lock:
+            return self._states.get(id)
 
 
 class UnpipelinedRecorder(PostgresApplicationRecorder):
@@ -47,6 +81,7 @@ class UnpipelinedRecorder(PostgresApplicationRecorder):
         self.append_function = f"{self.events_table_name.replace('.', '_')}_append"
         self.sql_create_statements.append(self._create_append_function())
         self._has_append_function: bool | None = None  # looked up on the first insert
+        self.recent = RecentStates()
         self._recheck_at = 0.0
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
@@ -99,7 +134,9 @@ class UnpipelinedRecorder(PostgresApplicationRecorder):
             assert conn.autocommit, "the statement must commit by itself"
             curs.execute(self._append_call(), [*_columns(stored_events),
                                                f"{self.datastore.lock_timeout}s"])  # fmt: skip
-            return [row[self.append_function] for row in curs.fetchall()]
+            ids = [row[self.append_function] for row in curs.fetchall()]
+        self.recent.remember(ids, [e.state for e in stored_events])
+        return ids
 
     def _append_function_exists(self) -> bool:
         """Whether ``migrate`` created the append function (a store older than it may not

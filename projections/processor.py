@@ -39,11 +39,16 @@ from projections.store import ProjectionStore
 
 PAGE = 500
 # A batch this far behind the log reads only its own events' states (a backlog, a
-# rebuild); a live batch of an event or two reads them whole in one query instead.
+# rebuild); a live batch of an event or two reads the small states in one query, and
+# a large one only if it is the batch's own (``lean_notifications``).
 SPARSE_AFTER = 64
 SESSION_TOPICS = ("domain.session:", "domain.events:")  # a session's own events
 Stop = int | dict[int, int] | None  # how far catch_up may go, everywhere or per partition
 WHOLE_STORE = 1 << 62  # a working set budget that never evicts
+
+
+def _every(_: Any) -> bool:
+    return True
 
 
 class Processor:
@@ -193,11 +198,15 @@ class Processor:
                     self._refresh_policies(conn)  # another process may have recorded rules
                     projector = synced(self, part, conn, position)
                     self.batch_conn = conn  # partition lookups read the log through it
-                    sparse = self._sparse(part) if newest - position > SPARSE_AFTER else None
+                    behind = newest - position > SPARSE_AFTER
+                    sparse = self._sparse(part)
                     # about a page of its own events a batch, as with one partition
-                    size = page * self.partitions if sparse is not None else page
+                    size = page * self.partitions if sparse is not None and behind else page
+                    if not behind:  # live: large states only as needed (a partition's own)
+                        sparse = sparse or _every
                     notes = (select_notifications(self.app.recorder, conn, position + 1, size,
-                                                  stop=stop, needs_state=sparse)
+                                                  stop=stop, needs_state=sparse,
+                                                  lean=not behind)
                              if stop is None or position < stop else [])  # fmt: skip
                     if not notes:
                         part.rows.conn = None
