@@ -23,6 +23,7 @@ from projections import tables as t
 from projections import tracking
 from projections.notification_reads import select_notifications
 from projections.partitions import Partitioner
+from projections.pg_events import forget_recent_states
 from projections.projector import Projector
 from projections.records import NodeRow, SessionRow, node_key
 from projections.session_rows import SessionRows
@@ -112,6 +113,7 @@ def _erased(processor: Processor, projector: Projector, position: int, conn: Con
                                  stop=position, topics=[ERASURE_TOPIC])  # fmt: skip
     if found:
         processor.resets += 1
+        forget_recent_states(processor.app.recorder)
     return bool(found)
 
 

@@ -47,8 +47,10 @@ class RecentStates:
 
     The batch that projects an 8 MB event is nearly always the appending
     process's own, moments later: reading the event back took it 50 ms,
-    much of it decoding with the interpreter lock held (issue 13).  A stored
-    state never changes, so the bytes sent are the bytes it would read.
+    much of it decoding with the interpreter lock held (issue 13).  Only an
+    erasure rewrites a stored state, and every process clears this when it
+    learns of one (``service/erasure.py``, ``projections/part_sync._erased``):
+    otherwise the bytes sent are the bytes it would read.
     """
 
     def __init__(self, budget: int = RECENT_BUDGET) -> None:
@@ -70,6 +72,11 @@ class RecentStates:
     def get(self, id: int) -> bytes | None:
         with self._lock:
             return self._states.get(id)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._states.clear()
+            self._size = 0
 
 
 class UnpipelinedRecorder(PostgresApplicationRecorder):
@@ -202,3 +209,10 @@ def _columns(stored_events: Sequence[StoredEvent]) -> list[list[Any]]:
     """The events as four column arrays (ids, versions, topics, states), sent binary."""
     rows = ((e.originator_id, e.originator_version, e.topic, e.state) for e in stored_events)
     return [list(column) for column in zip(*rows, strict=True)]
+
+
+def forget_recent_states(recorder: Any) -> None:
+    """Drop what ``RecentStates`` holds (an erasure rewrote or deleted stored states)."""
+    recent = getattr(recorder, "recent", None)
+    if isinstance(recent, RecentStates):
+        recent.clear()

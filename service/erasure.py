@@ -37,6 +37,7 @@ from domain.node_claim import claim_id, legacy_claim_id
 from projections import reproject as rp
 from projections import tables as t
 from projections import tracking
+from projections.pg_events import forget_recent_states
 from projections.projector import Projector
 from projections.records import SessionRow
 from projections.session_rows import SessionRows
@@ -150,6 +151,7 @@ class Eraser:
         for sid in {*plan.erased, *(sid for sid, _ in plan.rewrites)}:
             self.app._evict(UUID(sid))  # noqa: SLF001
         runtime._rendered.clear()  # noqa: SLF001
+        forget_recent_states(self.app.recorder)  # they may hold what was just erased
         runtime.processor.projector = None  # its memory held erased rows: reload
         runtime.processor.resets += 1
         compacted = self.tables.compact()

@@ -103,3 +103,32 @@ def test_a_large_body_is_still_refused_for_a_duplicate_key_or_depth(client: Test
     stored = client.post(f"/sessions/{sid}/nodes", content=fine.encode(), headers=headers)
     assert stored.status_code == 201
     assert len(client.get(f"/sessions/{sid}/nodes").json()["nodes"]) == 1
+
+
+def test_a_large_body_is_checked_through_its_skeleton(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from api import body_parsing
+
+    sizes: list[int] = []
+    loads = json.loads
+
+    def measured(raw: Any, **kwargs: Any) -> Any:
+        sizes.append(len(raw))
+        return loads(raw, **kwargs)
+
+    monkeypatch.setattr(body_parsing.json, "loads", measured)
+    sid = client.post("/sessions", json={}).json()["session_id"]
+    body = json.dumps({"role": "user", "output": "x" * 500_000}).encode()
+    answer = client.post(f"/sessions/{sid}/nodes", content=body,
+                         headers={"Content-Type": "application/json"})  # fmt: skip
+    assert answer.status_code == 201
+    assert sizes and max(sizes) < 1000
+
+
+def test_a_body_of_many_quotes_is_left_to_the_stdlib() -> None:
+    assert skeleton(json.dumps(["a"] * 100_000).encode()) is None
+    escaped = json.dumps({"output": '\\"' * 100_000}).encode()
+    assert skeleton(escaped) is None
+    run = b'{"o": "' + b"\\\\" * 100_000 + b'"}'  # one long run of escaped backslashes
+    assert skeleton(run) == b'{"o": ""}'

@@ -12,6 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from eventsourcing.persistence import DatetimeAsISO, JSONTranscoder, UUIDAsHex
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -88,4 +89,29 @@ def test_a_large_event_decodes_as_eventsourcing_would(value: Any) -> None:
 def test_a_large_event_the_fast_parser_refuses_is_read_by_the_stdlib() -> None:
     ours, theirs = transcoders()
     stored = b'{"a":"' + b"x" * LARGE_EVENT + b'","b":"\\ud800"}'
+    assert ours.decode(stored) == theirs.decode(stored)
+
+
+def test_a_large_event_of_texts_takes_the_fast_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    ours, theirs = transcoders()
+    stored = theirs.encode({"id": uuid.UUID(int=7), "output": "t" * LARGE_EVENT})
+
+    def refuse(self: Any, data: bytes) -> Any:
+        raise AssertionError("the stdlib decoded a large event of texts")
+
+    monkeypatch.setattr(JSONTranscoder, "decode", refuse)
+    assert ours.decode(stored) == {"id": uuid.UUID(int=7), "output": "t" * LARGE_EVENT}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [{"row": i, "at": datetime(2026, 1, 1, tzinfo=UTC)} for i in range(20_000)],  # objects
+        list(range(200_000)),  # a long list: past the walk's budget
+    ],
+)
+def test_a_large_event_of_many_small_values_decodes_the_same(value: Any) -> None:
+    ours, theirs = transcoders()
+    stored = theirs.encode({"output": value})
+    assert len(stored) >= LARGE_EVENT
     assert ours.decode(stored) == theirs.decode(stored)

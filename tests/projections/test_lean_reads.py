@@ -22,13 +22,15 @@ from service.runtime import Runtime
 
 
 def _state_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Queries that read chosen events' states by id, from now on."""
+    """Queries that read events' whole states, from now on: by id, or eventsourcing's
+    own read of the log (everything but the lean read's small states)."""
     seen: list[str] = []
     execute = psycopg.Cursor.execute
 
     def traced(self: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
         text = query if isinstance(query, str) else query.as_string(self.connection)
-        if "SELECT notification_id, state FROM" in text:
+        whole_log = "SELECT * FROM" in text and "notification_id" in text
+        if "SELECT notification_id, state FROM" in text or whole_log:
             seen.append(text)
         return execute(self, query, *args, **kwargs)
 
@@ -94,3 +96,27 @@ def test_a_lean_read_leaves_unwanted_large_states_empty(store_url: str) -> None:
                     assert note.state == (whole.state if kept else b"")
     finally:
         rt.close()
+
+
+def test_an_erasure_drops_the_large_states_a_process_remembers(store_url: str) -> None:
+    """Here and in another process, which learns of it at its next batch."""
+    if not store_url.startswith("postgresql"):
+        pytest.skip("SQLite reads the log on the batch's own connection, whole")
+    from service.erasure import Eraser
+
+    secret = "SECRET-" + "s" * LARGE_STATE
+    one, two = Runtime(store_url, auto_compact=False), Runtime(store_url, auto_compact=False)
+    try:
+        gone = str(one.app.start_session("erased", "local:tiny")[0])
+        kept = str(one.app.start_session("kept", "local:tiny")[0])
+        for rt in (one, two):
+            rt.execute("append_node", gone, role="user", input=secret)
+        assert all(rt.app.recorder.recent._states for rt in (one, two))
+        Eraser(two).erase(gone, "test")
+        assert not two.app.recorder.recent._states
+        one.execute("append_node", kept, role="user", input="after")
+        held = [s for s in one.app.recorder.recent._states.values() if b"SECRET-" in s]
+        assert held == []
+    finally:
+        one.close()
+        two.close()
