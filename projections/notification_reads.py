@@ -23,7 +23,7 @@ from eventsourcing.persistence import Notification
 from psycopg.rows import tuple_row
 from sqlalchemy import text
 
-from projections.pg_events import LARGE_STATE
+from projections.pg_payloads import LARGE_STATE, is_stub, stub_id
 
 
 def select_notifications(recorder: Any, conn: Any, start: int, limit: int,
@@ -92,6 +92,10 @@ def sparse_notifications(
         curs.execute(f"SELECT notification_id, state FROM {table} "
                      "WHERE notification_id = ANY(%s)", [wanted], binary=True)  # fmt: skip
         states = dict(curs.fetchall())
+        stubs = {id: stub_id(state) for id, state in states.items() if is_stub(state)}
+        if stubs:
+            found = recorder.payloads.fetch(curs, list(stubs.values()))
+            states.update({id: found[payload] for id, payload in stubs.items()})
     return [note if note.id not in states else
             Notification(id=note.id, originator_id=note.originator_id,
                          originator_version=note.originator_version, topic=note.topic,
@@ -127,15 +131,27 @@ def lean_notifications(
                               state=b"" if state is None else state)
                  for i, o, v, t, state in curs.fetchall()]  # fmt: skip
         states: dict[int, bytes] = {}
+        stubs: dict[int, int] = {}  # notification id -> payload id
+        inline: list[int] = []  # large states stored in the events table (before payloads)
         for note in notes:
-            if not note.state and needs_state(note):
-                kept = recent.get(note.id) if recent is not None else None
-                states[note.id] = kept if kept is not None else b""
-        missing = [id for id, state in states.items() if not state]
-        if missing:
+            if note.state and not is_stub(note.state):
+                continue
+            kept = recent.get(note.id) if recent is not None else None
+            if not needs_state(note):
+                states[note.id] = b""  # a stub no one here needs reads as empty
+            elif kept is not None:
+                states[note.id] = kept
+            elif note.state:
+                stubs[note.id] = stub_id(note.state)
+            else:
+                inline.append(note.id)
+        if inline:
             curs.execute(f"SELECT notification_id, state FROM {table} "
-                         "WHERE notification_id = ANY(%s)", [missing], binary=True)  # fmt: skip
+                         "WHERE notification_id = ANY(%s)", [inline], binary=True)  # fmt: skip
             states.update(curs.fetchall())
+        if stubs:
+            found = recorder.payloads.fetch(curs, list(stubs.values()))
+            states.update({id: found[payload] for id, payload in stubs.items()})
     if not states:
         return notes
     return [note if note.id not in states else

@@ -30,15 +30,21 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.persistence import (
+    InterfaceError,
+    Notification,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
+from projections.pg_payloads import LARGE_STATE, Payloads, is_stub, resolve
+
 RECHECK = 30.0  # seconds between looks for an append function not found yet
-LARGE_STATE = 64 * 1024  # bytes: a state this large is read only by the batch that needs it
 RECENT_BUDGET = 64 * 1024 * 1024  # bytes of large states kept after appending them
 
 
@@ -87,6 +93,9 @@ class UnpipelinedRecorder(PostgresApplicationRecorder):
         super().__init__(*args, **kwargs)
         self.append_function = f"{self.events_table_name.replace('.', '_')}_append"
         self.sql_create_statements.append(self._create_append_function())
+        self.payloads = Payloads(self.datastore.schema, self.events_table_name,
+                                 self.datastore.originator_id_type)  # fmt: skip
+        self.sql_create_statements.extend(self.payloads.create_statements())
         self._has_append_function: bool | None = None  # looked up on the first insert
         self.recent = RecentStates()
         self._recheck_at = 0.0
@@ -137,13 +146,39 @@ class UnpipelinedRecorder(PostgresApplicationRecorder):
         and commits (the connection is in autocommit mode) without waiting for
         the client at all.
         """
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+        with self.datastore.get_connection() as conn:
             assert conn.autocommit, "the statement must commit by itself"
-            curs.execute(self._append_call(), [*_columns(stored_events),
-                                               f"{self.datastore.lock_timeout}s"])  # fmt: skip
-            ids = [row[self.append_function] for row in curs.fetchall()]
+            stubbed, payloads = self.payloads.store(conn, stored_events)  # outside the lock
+            try:
+                with conn.cursor() as curs:
+                    timeout = f"{self.datastore.lock_timeout}s"
+                    curs.execute(self._append_call(), [*_columns(stubbed), timeout])
+                    ids = [row[self.append_function] for row in curs.fetchall()]
+            except BaseException:
+                if payloads and not conn.closed:
+                    self.payloads.discard(conn, payloads)
+                raise
         self.recent.remember(ids, [e.state for e in stored_events])
         return ids
+
+    def select_events(self, originator_id: Any, **kwargs: Any) -> Sequence[StoredEvent]:
+        events: Sequence[StoredEvent] = super().select_events(originator_id, **kwargs)
+        if not any(is_stub(e.state) for e in events):
+            return events
+        with self.datastore.get_connection() as conn:
+            states = resolve(self.payloads, conn, [e.state for e in events])
+        return [StoredEvent(e.originator_id, e.originator_version, e.topic, state)
+                for e, state in zip(events, states, strict=True)]  # fmt: skip
+
+    def select_notifications(self, *args: Any, **kwargs: Any) -> Sequence[Notification]:
+        notes: Sequence[Notification] = super().select_notifications(*args, **kwargs)
+        if not any(is_stub(n.state) for n in notes):
+            return notes
+        with self.datastore.get_connection() as conn:
+            states = resolve(self.payloads, conn, [n.state for n in notes])
+        return [Notification(id=n.id, originator_id=n.originator_id,
+                             originator_version=n.originator_version, topic=n.topic, state=state)
+                for n, state in zip(notes, states, strict=True)]  # fmt: skip
 
     def _append_function_exists(self) -> bool:
         """Whether ``migrate`` created the append function (a store older than it may not

@@ -18,6 +18,7 @@ from eventsourcing.persistence import Notification, StoredEvent
 from sqlalchemy import Connection, bindparam, text
 
 from projections import tables as t
+from projections.pg_payloads import Payloads, is_stub, resolve, stub_id
 from service.runtime import Runtime
 
 log = logging.getLogger("ctxstore.erasure")
@@ -40,6 +41,8 @@ class EventTables:
         self.is_sqlite = runtime.store.is_sqlite
         # SQLite's notification id is the table's rowid, PostgreSQL's a bigserial column
         self.id_column = "rowid" if self.is_sqlite else "notification_id"
+        # PostgreSQL keeps large states beside the events (``projections/pg_payloads.py``)
+        self.payloads: Payloads | None = getattr(recorder, "payloads", None)
 
     def key(self, uuid: UUID | str) -> Any:
         uuid = uuid if isinstance(uuid, UUID) else UUID(uuid)
@@ -56,7 +59,8 @@ class EventTables:
     def delete(self, conn: Connection, originators: list[UUID]) -> None:
         """Every event and snapshot of ``originators`` (sessions, node-id claims)."""
         ids = [self.key(u) for u in originators]
-        for table in [self.events, *([self.snapshots] if self.snapshots else [])]:
+        payloads = [self.payloads.table.as_string()] if self.payloads else []
+        for table in [self.events, *([self.snapshots] if self.snapshots else []), *payloads]:
             delete = text(f"DELETE FROM {table} WHERE originator_id IN :ids")
             for chunk in _chunks(ids):
                 conn.execute(delete.bindparams(bindparam("ids", expanding=True)), {"ids": chunk})
@@ -82,7 +86,18 @@ class EventTables:
         return out
 
     def rewrite(self, conn: Connection, stored: StoredEvent) -> None:
-        """Replace one event's state in place (a tombstoned summary keeps its place)."""
+        """Replace one event's state in place (a tombstoned summary keeps its place), and
+        delete the payload its old state named, if it was large."""
+        if self.payloads is not None:
+            old = conn.execute(text(f"SELECT state FROM {self.events} WHERE originator_id = :id "
+                                    "AND originator_version = :version"),
+                               {"id": self.key(stored.originator_id),
+                                "version": stored.originator_version}).scalar()  # fmt: skip
+            if old is not None and is_stub(bytes(old)):
+                table = self.payloads.table.as_string()
+                conn.execute(
+                    text(f"DELETE FROM {table} WHERE payload_id = :id"), {"id": stub_id(bytes(old))}
+                )
         update = text(f"UPDATE {self.events} SET state = :state "
                       "WHERE originator_id = :id AND originator_version = :version")  # fmt: skip
         conn.execute(update, {"state": stored.state, "id": self.key(stored.originator_id),
@@ -123,7 +138,13 @@ class EventTables:
                                         originator_version=int(row[2]), topic=row[3],
                                         state=bytes(row[4])))  # fmt: skip
         out.sort(key=lambda n: n.id)
-        return out
+        if self.payloads is None or not any(is_stub(n.state) for n in out):
+            return out
+        states = resolve(self.payloads, conn.connection.driver_connection,
+                         [n.state for n in out])  # fmt: skip
+        return [Notification(id=n.id, originator_id=n.originator_id,
+                             originator_version=n.originator_version, topic=n.topic, state=state)
+                for n, state in zip(out, states, strict=True)]  # fmt: skip
 
     def compact(self) -> bool:
         """Leave no freed page holding erased content; whether that fully succeeded."""
@@ -138,6 +159,7 @@ class EventTables:
                 raw.close()
                 return busy == 0
             names = [self.events, *([self.snapshots] if self.snapshots else []),
+                     *([self.payloads.table.as_string()] if self.payloads else []),
                      *(table.name for table in t.PROJECTION_TABLES)]  # fmt: skip
             with self.runtime.store.engine.connect() as conn:
                 conn = conn.execution_options(isolation_level="AUTOCOMMIT")

@@ -122,6 +122,23 @@ def test_delete_leaves_no_byte_of_the_content_and_tombstones_elsewhere(
     assert rebuild_and_compare(store_url)["identical"] is True
 
 
+def test_a_large_node_leaves_no_byte_either(client: TestClient, store_url: str) -> None:
+    """On PostgreSQL its state is stored beside the events table (``pg_payloads``)."""
+    marker = "ERASEBIG" + secrets.token_hex(12)
+    a = start(client, title="A")
+    append(client, a, "user", input=f"{marker} " * 8000)  # 200 KB
+    b = start(client, title="B")
+    append(client, b, "user", input="hello from b")
+    ok(client.post(f"/sessions/{b}/attach", json={"source_session": a}), 201)
+    append(client, b, "user", input="after the attach")
+    assert marker.encode() in _store_text(store_url)
+    ok(client.delete(f"/sessions/{a}"))
+    assert marker.encode() not in _store_text(store_url)
+    assert marker not in json.dumps(ok(client.get(f"/sessions/{b}/render")))
+    append(client, b, "user", input="after the erasure")
+    assert rebuild_and_compare(store_url)["identical"] is True
+
+
 def test_an_unknown_or_malformed_session_is_404(client: TestClient) -> None:
     for sid in ("00000000-0000-0000-0000-000000000000", "not-a-session"):
         response = client.delete(f"/sessions/{sid}")
