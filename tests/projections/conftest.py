@@ -7,6 +7,7 @@ in them is one the test asked for.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -21,3 +22,19 @@ def rt(store_url: str) -> Iterator[Runtime]:
         yield runtime
     finally:
         runtime.close()
+
+
+@pytest.fixture
+def pg_recorder(store_url: str) -> Iterator[Any]:
+    """The PostgreSQL store's event recorder (``UnpipelinedRecorder``); skips on SQLite."""
+    from domain.application import CtxStore
+    from projections.pg_events import UnpipelinedRecorder
+
+    if not store_url.startswith("postgresql"):
+        pytest.skip("PostgreSQL's recorder")
+    app = CtxStore(url=store_url)
+    try:
+        assert isinstance(app.recorder, UnpipelinedRecorder)
+        yield app.recorder
+    finally:
+        app.close()

@@ -12,29 +12,15 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from domain.application import CtxStore
 from projections.pg_events import UnpipelinedRecorder
 
 WRITERS, EACH = 4, 60
-
-
-@pytest.fixture
-def recorder(store_url: str) -> Iterator[UnpipelinedRecorder]:
-    if not store_url.startswith("postgresql"):
-        pytest.skip("the append function is PostgreSQL's")
-    app = CtxStore(url=store_url)
-    try:
-        assert isinstance(app.recorder, UnpipelinedRecorder)
-        yield app.recorder
-    finally:
-        app.close()
 
 
 def _event(originator: uuid.UUID, version: int) -> StoredEvent:
@@ -42,10 +28,10 @@ def _event(originator: uuid.UUID, version: int) -> StoredEvent:
 
 
 def test_one_statement_appends_and_commits(
-    recorder: UnpipelinedRecorder, monkeypatch: pytest.MonkeyPatch
+    pg_recorder: UnpipelinedRecorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     originator = uuid.uuid4()
-    recorder.insert_events([_event(originator, 1)])  # looks the function up once
+    pg_recorder.insert_events([_event(originator, 1)])  # looks the function up once
     seen: list[tuple[str, bool]] = []
     execute = psycopg.Cursor.execute
 
@@ -55,29 +41,29 @@ def test_one_statement_appends_and_commits(
         return execute(self, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Cursor, "execute", traced)
-    ids = recorder.insert_events([_event(originator, 2), _event(originator, 3)])
+    ids = pg_recorder.insert_events([_event(originator, 2), _event(originator, 3)])
     monkeypatch.undo()
     assert len(seen) == 1, seen  # no BEGIN, no separate LOCK, NOTIFY or COMMIT
     text, autocommit = seen[0]
-    assert recorder.append_function in text and autocommit
+    assert pg_recorder.append_function in text and autocommit
     assert ids is not None and len(ids) == 2 and ids[0] < ids[1]
-    stored = recorder.select_events(originator)
+    stored = pg_recorder.select_events(originator)
     assert [e.originator_version for e in stored] == [1, 2, 3]
 
 
-def test_a_taken_version_is_still_an_integrity_error(recorder: UnpipelinedRecorder) -> None:
+def test_a_taken_version_is_still_an_integrity_error(pg_recorder: UnpipelinedRecorder) -> None:
     originator = uuid.uuid4()
-    recorder.insert_events([_event(originator, 1)])
+    pg_recorder.insert_events([_event(originator, 1)])
     with pytest.raises(IntegrityError):
-        recorder.insert_events([_event(uuid.uuid4(), 1), _event(originator, 1)])
-    assert len(recorder.select_events(originator)) == 1  # and nothing half-written
+        pg_recorder.insert_events([_event(uuid.uuid4(), 1), _event(originator, 1)])
+    assert len(pg_recorder.select_events(originator)) == 1  # and nothing half-written
 
 
 def test_a_reader_tailing_the_log_never_passes_over_a_later_commit(
-    recorder: UnpipelinedRecorder,
+    pg_recorder: UnpipelinedRecorder,
 ) -> None:
     """Ids are committed in the order they were issued, as with the table lock before."""
-    start = recorder.max_notification_id() or 0
+    start = pg_recorder.max_notification_id() or 0
     done = threading.Event()
     read: list[int] = []
     errors: list[BaseException] = []
@@ -86,7 +72,7 @@ def test_a_reader_tailing_the_log_never_passes_over_a_later_commit(
         try:
             for _ in range(EACH):
                 originator = uuid.uuid4()
-                recorder.insert_events([_event(originator, 1), _event(originator, 2)])
+                pg_recorder.insert_events([_event(originator, 1), _event(originator, 2)])
         except BaseException as error:  # noqa: BLE001 (reported below)
             errors.append(error)
 
@@ -94,7 +80,7 @@ def test_a_reader_tailing_the_log_never_passes_over_a_later_commit(
         last = start
         while True:
             finished = done.is_set()
-            for note in recorder.select_notifications(last + 1, 1000):
+            for note in pg_recorder.select_notifications(last + 1, 1000):
                 read.append(note.id)
                 last = note.id
             if finished:
@@ -110,18 +96,20 @@ def test_a_reader_tailing_the_log_never_passes_over_a_later_commit(
     done.set()
     reader.join(120)
     assert not errors
-    stored = [n.id for n in recorder.select_notifications(start + 1, 10 * WRITERS * EACH)]
+    stored = [n.id for n in pg_recorder.select_notifications(start + 1, 10 * WRITERS * EACH)]
     assert len(stored) == 2 * WRITERS * EACH
     assert read == stored  # every id, in order, none skipped and read later
 
 
 def test_a_store_without_the_function_appends_the_old_way(
-    recorder: UnpipelinedRecorder,
+    pg_recorder: UnpipelinedRecorder,
 ) -> None:
-    with recorder.datastore.get_connection() as conn:
-        conn.execute(f'DROP FUNCTION "{recorder.datastore.schema}".'
-                     f'"{recorder.append_function}"')  # fmt: skip
-    fresh = UnpipelinedRecorder(recorder.datastore, events_table_name=recorder.events_table_name)
+    with pg_recorder.datastore.get_connection() as conn:
+        conn.execute(f'DROP FUNCTION "{pg_recorder.datastore.schema}".'
+                     f'"{pg_recorder.append_function}"')  # fmt: skip
+    fresh = UnpipelinedRecorder(
+        pg_recorder.datastore, events_table_name=pg_recorder.events_table_name
+    )
     originator = uuid.uuid4()
     ids = fresh.insert_events([_event(originator, 1)])
     assert ids is not None and len(ids) == 1

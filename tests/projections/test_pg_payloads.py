@@ -7,69 +7,57 @@ and an append that fails leaves no payload behind.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from domain.application import CtxStore
 from projections.pg_events import UnpipelinedRecorder
 from projections.pg_payloads import LARGE_STATE, is_stub
 
 
-@pytest.fixture
-def recorder(store_url: str) -> Iterator[UnpipelinedRecorder]:
-    if not store_url.startswith("postgresql"):
-        pytest.skip("payloads are PostgreSQL's")
-    app = CtxStore(url=store_url)
-    try:
-        assert isinstance(app.recorder, UnpipelinedRecorder)
-        yield app.recorder
-    finally:
-        app.close()
-
-
-def _rows(recorder: UnpipelinedRecorder, sql: str) -> list[Any]:
-    with recorder.datastore.get_connection() as conn, conn.cursor() as curs:
-        curs.execute(sql.format(events=recorder.events_table_name, payloads=recorder.payloads.name))
+def _rows(pg_recorder: UnpipelinedRecorder, sql: str) -> list[Any]:
+    with pg_recorder.datastore.get_connection() as conn, conn.cursor() as curs:
+        curs.execute(
+            sql.format(events=pg_recorder.events_table_name, payloads=pg_recorder.payloads.name)
+        )
         return [tuple(row.values()) for row in curs.fetchall()]
 
 
 def test_a_large_state_goes_beside_the_events_and_reads_back_whole(
-    recorder: UnpipelinedRecorder, monkeypatch: pytest.MonkeyPatch
+    pg_recorder: UnpipelinedRecorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     originator = uuid.uuid4()
     large = b'{"output":"' + b"x" * LARGE_STATE + b'"}'
-    recorder.insert_events([StoredEvent(originator, 1, "tests:Probe", b"{}")])
+    pg_recorder.insert_events([StoredEvent(originator, 1, "tests:Probe", b"{}")])
     sizes: list[int] = []
     execute = psycopg.Cursor.execute
 
     def traced(self: psycopg.Cursor[Any], query: Any, params: Any = None, **kw: Any) -> Any:
         text = query if isinstance(query, str) else query.as_string(self.connection)
-        if recorder.append_function in text:
+        if pg_recorder.append_function in text:
             sizes.append(sum(len(s) for s in params[3]))
         return execute(self, query, params, **kw)
 
     monkeypatch.setattr(psycopg.Cursor, "execute", traced)
-    ids = recorder.insert_events([StoredEvent(originator, 2, "tests:Probe", large),
+    ids = pg_recorder.insert_events([StoredEvent(originator, 2, "tests:Probe", large),
                                   StoredEvent(originator, 3, "tests:Probe", b"{}")])  # fmt: skip
     monkeypatch.undo()
     assert sizes and max(sizes) < 100, "the locked insert carried the large state"
-    stored = _rows(recorder, "SELECT originator_version, state FROM {events} ORDER BY 1")
+    stored = _rows(pg_recorder, "SELECT originator_version, state FROM {events} ORDER BY 1")
     assert [is_stub(bytes(s)) for _, s in stored] == [False, True, False]
-    assert len(_rows(recorder, "SELECT payload_id FROM {payloads}")) == 1
-    assert [e.state for e in recorder.select_events(originator)] == [b"{}", large, b"{}"]
-    notes = recorder.select_notifications(start=ids[0], limit=10)
+    assert len(_rows(pg_recorder, "SELECT payload_id FROM {payloads}")) == 1
+    assert [e.state for e in pg_recorder.select_events(originator)] == [b"{}", large, b"{}"]
+    notes = pg_recorder.select_notifications(start=ids[0], limit=10)
     assert [n.state for n in notes] == [large, b"{}"]
 
 
-def test_an_append_that_fails_leaves_no_payload(recorder: UnpipelinedRecorder) -> None:
+def test_an_append_that_fails_leaves_no_payload(pg_recorder: UnpipelinedRecorder) -> None:
     originator = uuid.uuid4()
-    recorder.insert_events([StoredEvent(originator, 1, "tests:Probe", b"{}")])
+    pg_recorder.insert_events([StoredEvent(originator, 1, "tests:Probe", b"{}")])
     large = b'{"output":"' + b"y" * LARGE_STATE + b'"}'
     with pytest.raises(IntegrityError):
-        recorder.insert_events([StoredEvent(originator, 1, "tests:Probe", large)])
-    assert _rows(recorder, "SELECT payload_id FROM {payloads}") == []
-    assert [e.state for e in recorder.select_events(originator)] == [b"{}"]
+        pg_recorder.insert_events([StoredEvent(originator, 1, "tests:Probe", large)])
+    assert _rows(pg_recorder, "SELECT payload_id FROM {payloads}") == []
+    assert [e.state for e in pg_recorder.select_events(originator)] == [b"{}"]
