@@ -42,10 +42,11 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
-from projections.pg_payloads import LARGE_STATE, Payloads, is_stub, resolve
+from projections.pg_payloads import LARGE_STATE, PayloadMissing, Payloads, is_stub, resolve
 
 RECHECK = 30.0  # seconds between looks for an append function not found yet
 RECENT_BUDGET = 64 * 1024 * 1024  # bytes of large states kept after appending them
+RESOLVE_ATTEMPTS = 3  # reads of events whose payloads an erasure deleted in between
 
 
 class RecentStates:
@@ -148,37 +149,53 @@ class UnpipelinedRecorder(PostgresApplicationRecorder):
         """
         with self.datastore.get_connection() as conn:
             assert conn.autocommit, "the statement must commit by itself"
-            stubbed, payloads = self.payloads.store(conn, stored_events)  # outside the lock
+            payloads: list[int] = []  # stored so far, each committed
             try:
+                stubbed = self.payloads.store(conn, stored_events, payloads)  # outside the lock
                 with conn.cursor() as curs:
                     timeout = f"{self.datastore.lock_timeout}s"
                     curs.execute(self._append_call(), [*_columns(stubbed), timeout])
                     ids = [row[self.append_function] for row in curs.fetchall()]
             except BaseException:
-                if payloads and not conn.closed:
-                    self.payloads.discard(conn, payloads)
+                if payloads and not conn.closed:  # the append may have committed: only
+                    self.payloads.discard(conn, payloads)  # those no event names go
                 raise
         self.recent.remember(ids, [e.state for e in stored_events])
         return ids
 
     def select_events(self, originator_id: Any, **kwargs: Any) -> Sequence[StoredEvent]:
-        events: Sequence[StoredEvent] = super().select_events(originator_id, **kwargs)
-        if not any(is_stub(e.state) for e in events):
-            return events
-        with self.datastore.get_connection() as conn:
-            states = resolve(self.payloads, conn, [e.state for e in events])
-        return [StoredEvent(e.originator_id, e.originator_version, e.topic, state)
-                for e, state in zip(events, states, strict=True)]  # fmt: skip
+        for attempt in range(RESOLVE_ATTEMPTS):
+            events: Sequence[StoredEvent] = super().select_events(originator_id, **kwargs)
+            if not any(is_stub(e.state) for e in events):
+                return events
+            try:
+                with self.datastore.get_connection() as conn:
+                    states = resolve(self.payloads, conn, [e.state for e in events])
+            except PayloadMissing:  # an erasure committed between the two reads: again
+                if attempt == RESOLVE_ATTEMPTS - 1:
+                    raise
+                continue
+            return [StoredEvent(e.originator_id, e.originator_version, e.topic, state)
+                    for e, state in zip(events, states, strict=True)]  # fmt: skip
+        raise AssertionError("unreachable")
 
     def select_notifications(self, *args: Any, **kwargs: Any) -> Sequence[Notification]:
-        notes: Sequence[Notification] = super().select_notifications(*args, **kwargs)
-        if not any(is_stub(n.state) for n in notes):
-            return notes
-        with self.datastore.get_connection() as conn:
-            states = resolve(self.payloads, conn, [n.state for n in notes])
-        return [Notification(id=n.id, originator_id=n.originator_id,
-                             originator_version=n.originator_version, topic=n.topic, state=state)
-                for n, state in zip(notes, states, strict=True)]  # fmt: skip
+        for attempt in range(RESOLVE_ATTEMPTS):
+            notes: Sequence[Notification] = super().select_notifications(*args, **kwargs)
+            if not any(is_stub(n.state) for n in notes):
+                return notes
+            try:
+                with self.datastore.get_connection() as conn:
+                    states = resolve(self.payloads, conn, [n.state for n in notes])
+            except PayloadMissing:  # an erasure committed between the two reads: again
+                if attempt == RESOLVE_ATTEMPTS - 1:
+                    raise
+                continue
+            return [Notification(id=n.id, originator_id=n.originator_id,
+                                 originator_version=n.originator_version, topic=n.topic,
+                                 state=state)
+                    for n, state in zip(notes, states, strict=True)]  # fmt: skip
+        raise AssertionError("unreachable")
 
     def _append_function_exists(self) -> bool:
         """Whether ``migrate`` created the append function (a store older than it may not

@@ -43,6 +43,7 @@ class Payloads:
         self.schema = schema
         self.name = f"{events_table}_payloads"
         self.id_type = id_type
+        self.events = SQL("{}.{}").format(Identifier(schema), Identifier(events_table))
 
     @property
     def table(self) -> Composed:
@@ -65,13 +66,11 @@ class Payloads:
                     SQL(self.table.as_string().replace("'", "''")))),
         ]  # fmt: skip
 
-    def store(
-        self, conn: Any, events: Sequence[StoredEvent]
-    ) -> tuple[list[StoredEvent], list[int]]:
-        """``events`` with each large state stored here and replaced by its stub; the
-        payload ids stored.  ``conn`` is in autocommit mode: each insert commits."""
+    def store(self, conn: Any, events: Sequence[StoredEvent], stored: list[int]
+              ) -> list[StoredEvent]:  # fmt: skip
+        """``events`` with each large state stored here and replaced by its stub, each
+        payload id added to ``stored`` as it commits (``conn`` is in autocommit mode)."""
         out: list[StoredEvent] = []
-        stored: list[int] = []
         with conn.cursor(row_factory=tuple_row) as curs:
             for event in events:
                 if len(event.state) < LARGE_STATE:
@@ -85,14 +84,22 @@ class Payloads:
                 stored.append(int(row[0]))
                 out.append(StoredEvent(event.originator_id, event.originator_version,
                                        event.topic, STUB + str(row[0]).encode()))  # fmt: skip
-        return out, stored
+        return out
 
     def discard(self, conn: Any, ids: list[int]) -> None:
-        """Delete payloads whose events were not stored."""
+        """Delete those of payloads ``ids`` that no event names.
+
+        Called when an append failed, which it may have done after the server
+        committed it (an interrupt while reading the answer): a payload an
+        event names stays."""
         if ids:
             with conn.cursor() as curs:
-                curs.execute(SQL("DELETE FROM {} WHERE payload_id = ANY(%s)").format(self.table),
-                             [ids])  # fmt: skip
+                curs.execute(SQL("DELETE FROM {table} AS p WHERE p.payload_id = ANY(%s) "
+                                 "AND NOT EXISTS (SELECT 1 FROM {events} AS e "
+                                 "WHERE e.originator_id = p.originator_id "
+                                 "AND e.state = %b || convert_to(p.payload_id::text, 'UTF8'))"
+                                 ).format(table=self.table, events=self.events),
+                             [ids, STUB])  # fmt: skip
 
     def fetch(self, curs: Any, ids: list[int]) -> dict[int, bytes]:
         """The states of payloads ``ids`` (read in binary: no hex to decode)."""
@@ -100,7 +107,16 @@ class Payloads:
             return {}
         curs.execute(SQL("SELECT payload_id, state FROM {} WHERE payload_id = ANY(%s)"
                          ).format(self.table), [ids], binary=True)  # fmt: skip
-        return {int(i): bytes(state) for i, state in curs.fetchall()}
+        found = {int(i): bytes(state) for i, state in curs.fetchall()}
+        missing = set(ids) - set(found)
+        if missing:
+            raise PayloadMissing(f"no payload {sorted(missing)} for a stored event's state")
+        return found
+
+
+class PayloadMissing(LookupError):
+    """A stub names a payload that is gone: an erasure deleted it after the event was
+    read (read again), or the store lost it."""
 
 
 def resolve(payloads: Payloads, conn: Any, states: Sequence[bytes]) -> list[bytes]:

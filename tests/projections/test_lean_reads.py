@@ -30,7 +30,8 @@ def _state_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def traced(self: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
         text = query if isinstance(query, str) else query.as_string(self.connection)
         whole_log = "SELECT * FROM" in text and "notification_id" in text
-        if "SELECT notification_id, state FROM" in text or whole_log:
+        by_id = "SELECT notification_id, state FROM" in text or "SELECT payload_id, state" in text
+        if by_id or whole_log:
             seen.append(text)
         return execute(self, query, *args, **kwargs)
 

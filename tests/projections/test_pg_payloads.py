@@ -61,3 +61,55 @@ def test_an_append_that_fails_leaves_no_payload(pg_recorder: UnpipelinedRecorder
         pg_recorder.insert_events([StoredEvent(originator, 1, "tests:Probe", large)])
     assert _rows(pg_recorder, "SELECT payload_id FROM {payloads}") == []
     assert [e.state for e in pg_recorder.select_events(originator)] == [b"{}"]
+
+
+def test_an_append_interrupted_after_its_commit_keeps_its_payload(
+    pg_recorder: UnpipelinedRecorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client cannot tell whether the server committed: a payload an event names stays."""
+    originator = uuid.uuid4()
+    large = b'{"output":"' + b"z" * LARGE_STATE + b'"}'
+    pg_recorder.insert_events([StoredEvent(originator, 1, "tests:Probe", b"{}")])
+    fetchall = psycopg.Cursor.fetchall
+
+    def interrupted(self: psycopg.Cursor[Any]) -> Any:
+        rows = fetchall(self)
+        if rows and pg_recorder.append_function in str(rows[0]):
+            raise KeyboardInterrupt  # the answer came back; the caller never sees it
+        return rows
+
+    monkeypatch.setattr(psycopg.Cursor, "fetchall", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        pg_recorder.insert_events([StoredEvent(originator, 2, "tests:Probe", large)])
+    monkeypatch.undo()
+    assert [e.state for e in pg_recorder.select_events(originator)] == [b"{}", large]
+    with pg_recorder.datastore.get_connection() as conn:  # a payload no event names
+        pg_recorder.payloads.store(conn, [StoredEvent(originator, 9, "tests:Probe", large)], [])
+    assert len(_rows(pg_recorder, "SELECT payload_id FROM {payloads}")) == 2
+    with pg_recorder.datastore.get_connection() as conn:
+        named = [int(r[0]) for r in _rows(pg_recorder, "SELECT payload_id FROM {payloads}")]
+        pg_recorder.payloads.discard(conn, named)
+    assert len(_rows(pg_recorder, "SELECT payload_id FROM {payloads}")) == 1
+
+
+def test_a_read_that_meets_a_payload_erased_meanwhile_reads_again(
+    pg_recorder: UnpipelinedRecorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from projections import pg_events
+    from projections.pg_payloads import PayloadMissing
+
+    originator = uuid.uuid4()
+    large = b'{"output":"' + b"w" * LARGE_STATE + b'"}'
+    pg_recorder.insert_events([StoredEvent(originator, 1, "tests:Probe", large)])
+    real, calls = pg_events.resolve, []
+
+    def once_missing(*args: Any) -> Any:
+        calls.append(args)
+        if len(calls) == 1:
+            raise PayloadMissing("erased between the two reads")
+        return real(*args)
+
+    monkeypatch.setattr(pg_events, "resolve", once_missing)
+    assert [e.state for e in pg_recorder.select_events(originator)] == [large]
+    assert [n.state for n in pg_recorder.select_notifications(start=1, limit=5)] == [large]
+    assert len(calls) == 3
