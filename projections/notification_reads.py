@@ -15,6 +15,7 @@ lock does not block readers, so it keeps the recorder's own read.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -23,7 +24,7 @@ from eventsourcing.persistence import Notification
 from psycopg.rows import tuple_row
 from sqlalchemy import text
 
-from projections.pg_payloads import LARGE_STATE, is_stub, stub_id
+from projections.pg_payloads import LARGE_STATE, is_stub
 
 
 def select_notifications(recorder: Any, conn: Any, start: int, limit: int,
@@ -91,16 +92,15 @@ def sparse_notifications(
             return headers
         curs.execute(f"SELECT notification_id, state FROM {table} "
                      "WHERE notification_id = ANY(%s)", [wanted], binary=True)  # fmt: skip
-        states = dict(curs.fetchall())
-        stubs = {id: stub_id(state) for id, state in states.items() if is_stub(state)}
-        if stubs:
-            found = recorder.payloads.fetch(curs, list(stubs.values()))
-            states.update({id: found[payload] for id, payload in stubs.items()})
-    return [note if note.id not in states else
-            Notification(id=note.id, originator_id=note.originator_id,
-                         originator_version=note.originator_version, topic=note.topic,
-                         state=bytes(states[note.id]))
-            for note in headers]  # fmt: skip
+        states = {id: bytes(state) for id, state in curs.fetchall()}
+        recorder.payloads.fill(curs, states)
+    return _with_states(headers, states)
+
+
+def _with_states(notes: list[Notification], states: dict[int, bytes]) -> list[Notification]:
+    """``notes``, each with its state from ``states`` where that has one."""
+    return [dataclasses.replace(note, state=states[note.id]) if note.id in states else note
+            for note in notes]  # fmt: skip
 
 
 def lean_notifications(
@@ -130,35 +130,27 @@ def lean_notifications(
         notes = [Notification(id=i, originator_id=o, originator_version=v, topic=t,
                               state=b"" if state is None else state)
                  for i, o, v, t, state in curs.fetchall()]  # fmt: skip
-        states: dict[int, bytes] = {}
-        stubs: dict[int, int] = {}  # notification id -> payload id
+        states: dict[int, bytes] = {}  # stubs until filled
         inline: list[int] = []  # large states stored in the events table (before payloads)
         for note in notes:
             if note.state and not is_stub(note.state):
                 continue
-            kept = recent.get(note.id) if recent is not None else None
             if not needs_state(note):
                 states[note.id] = b""  # a stub no one here needs reads as empty
-            elif kept is not None:
+                continue
+            kept = recent.get(note.id) if recent is not None else None
+            if kept is not None:
                 states[note.id] = kept
             elif note.state:
-                stubs[note.id] = stub_id(note.state)
+                states[note.id] = note.state
             else:
                 inline.append(note.id)
         if inline:
             curs.execute(f"SELECT notification_id, state FROM {table} "
                          "WHERE notification_id = ANY(%s)", [inline], binary=True)  # fmt: skip
-            states.update(curs.fetchall())
-        if stubs:
-            found = recorder.payloads.fetch(curs, list(stubs.values()))
-            states.update({id: found[payload] for id, payload in stubs.items()})
-    if not states:
-        return notes
-    return [note if note.id not in states else
-            Notification(id=note.id, originator_id=note.originator_id,
-                         originator_version=note.originator_version, topic=note.topic,
-                         state=bytes(states[note.id]))
-            for note in notes]  # fmt: skip
+            states.update((id, bytes(state)) for id, state in curs.fetchall())
+        recorder.payloads.fill(curs, states)
+    return _with_states(notes, states)
 
 
 def first_event(recorder: Any, conn: Any, originator_id: UUID) -> Any:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eventsourcing.persistence import (
@@ -42,7 +42,14 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
-from projections.pg_payloads import LARGE_STATE, PayloadMissing, Payloads, is_stub, resolve
+from projections.pg_payloads import (
+    LARGE_STATE,
+    PayloadMissing,
+    Payloads,
+    Stored,
+    is_stub,
+    resolve,
+)
 
 RECHECK = 30.0  # seconds between looks for an append function not found yet
 RECENT_BUDGET = 64 * 1024 * 1024  # bytes of large states kept after appending them
@@ -164,37 +171,26 @@ class UnpipelinedRecorder(PostgresApplicationRecorder):
         return ids
 
     def select_events(self, originator_id: Any, **kwargs: Any) -> Sequence[StoredEvent]:
-        for attempt in range(RESOLVE_ATTEMPTS):
-            events: Sequence[StoredEvent] = super().select_events(originator_id, **kwargs)
-            if not any(is_stub(e.state) for e in events):
-                return events
-            try:
-                with self.datastore.get_connection() as conn:
-                    states = resolve(self.payloads, conn, [e.state for e in events])
-            except PayloadMissing:  # an erasure committed between the two reads: again
-                if attempt == RESOLVE_ATTEMPTS - 1:
-                    raise
-                continue
-            return [StoredEvent(e.originator_id, e.originator_version, e.topic, state)
-                    for e, state in zip(events, states, strict=True)]  # fmt: skip
-        raise AssertionError("unreachable")
+        return self._resolved(lambda: super(UnpipelinedRecorder, self).select_events(
+            originator_id, **kwargs))  # fmt: skip
 
     def select_notifications(self, *args: Any, **kwargs: Any) -> Sequence[Notification]:
+        return self._resolved(lambda: super(UnpipelinedRecorder, self).select_notifications(
+            *args, **kwargs))  # fmt: skip
+
+    def _resolved(self, read: Callable[[], Sequence[Stored]]) -> Sequence[Stored]:
+        """What ``read`` returns, stubs resolved; read again if an erasure deleted a
+        payload between the two queries."""
         for attempt in range(RESOLVE_ATTEMPTS):
-            notes: Sequence[Notification] = super().select_notifications(*args, **kwargs)
-            if not any(is_stub(n.state) for n in notes):
-                return notes
+            records = read()
+            if not any(is_stub(r.state) for r in records):
+                return records
             try:
                 with self.datastore.get_connection() as conn:
-                    states = resolve(self.payloads, conn, [n.state for n in notes])
-            except PayloadMissing:  # an erasure committed between the two reads: again
+                    return resolve(self.payloads, conn, records)
+            except PayloadMissing:
                 if attempt == RESOLVE_ATTEMPTS - 1:
                     raise
-                continue
-            return [Notification(id=n.id, originator_id=n.originator_id,
-                                 originator_version=n.originator_version, topic=n.topic,
-                                 state=state)
-                    for n, state in zip(notes, states, strict=True)]  # fmt: skip
         raise AssertionError("unreachable")
 
     def _append_function_exists(self) -> bool:

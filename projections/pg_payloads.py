@@ -17,12 +17,13 @@ session, so erasing the session deletes it too.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from eventsourcing.persistence import StoredEvent
 from psycopg.rows import tuple_row
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL, Composed, Identifier, Literal
 
 LARGE_STATE = 64 * 1024  # bytes: a state this large is stored beside the events table
 STUB = b"\x00\x00ctxstore-payload:"  # no JSON, zlib or cipher text starts with two NULs
@@ -62,8 +63,7 @@ class Payloads:
                 "{literal}::regclass AND attname = 'state') <> 'l' THEN "
                 "ALTER TABLE {table} ALTER COLUMN state SET COMPRESSION lz4; END IF; "
                 "EXCEPTION WHEN OTHERS THEN NULL; END $$"
-                ).format(table=self.table, literal=SQL("'{}'").format(
-                    SQL(self.table.as_string().replace("'", "''")))),
+                ).format(table=self.table, literal=Literal(self.table.as_string())),
         ]  # fmt: skip
 
     def store(self, conn: Any, events: Sequence[StoredEvent], stored: list[int]
@@ -113,17 +113,27 @@ class Payloads:
             raise PayloadMissing(f"no payload {sorted(missing)} for a stored event's state")
         return found
 
+    def fill(self, curs: Any, states: dict[int, bytes]) -> None:
+        """Replace each stub among ``states`` (by any key) with its payload's state."""
+        stubs = {key: stub_id(state) for key, state in states.items() if is_stub(state)}
+        if stubs:
+            found = self.fetch(curs, list(stubs.values()))
+            states.update({key: found[payload] for key, payload in stubs.items()})
+
 
 class PayloadMissing(LookupError):
     """A stub names a payload that is gone: an erasure deleted it after the event was
     read (read again), or the store lost it."""
 
 
-def resolve(payloads: Payloads, conn: Any, states: Sequence[bytes]) -> list[bytes]:
-    """``states`` with each stub replaced by its payload's state."""
-    wanted = [stub_id(s) for s in states if is_stub(s)]
-    if not wanted:
-        return list(states)
-    with conn.cursor(row_factory=tuple_row) as curs:
-        found = payloads.fetch(curs, wanted)
-    return [found[stub_id(s)] if is_stub(s) else s for s in states]
+Stored = TypeVar("Stored", bound=StoredEvent)  # a StoredEvent or a Notification
+
+
+def resolve(payloads: Payloads, conn: Any, records: Sequence[Stored]) -> list[Stored]:
+    """``records`` with each stub state replaced by its payload's state."""
+    states = {i: r.state for i, r in enumerate(records) if is_stub(r.state)}
+    if states:
+        with conn.cursor(row_factory=tuple_row) as curs:
+            payloads.fill(curs, states)
+    return [dataclasses.replace(r, state=states[i]) if i in states else r
+            for i, r in enumerate(records)]  # fmt: skip

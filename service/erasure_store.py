@@ -138,13 +138,9 @@ class EventTables:
                                         originator_version=int(row[2]), topic=row[3],
                                         state=bytes(row[4])))  # fmt: skip
         out.sort(key=lambda n: n.id)
-        if self.payloads is None or not any(is_stub(n.state) for n in out):
+        if self.payloads is None:
             return out
-        states = resolve(self.payloads, conn.connection.driver_connection,
-                         [n.state for n in out])  # fmt: skip
-        return [Notification(id=n.id, originator_id=n.originator_id,
-                             originator_version=n.originator_version, topic=n.topic, state=state)
-                for n, state in zip(out, states, strict=True)]  # fmt: skip
+        return resolve(self.payloads, conn.connection.driver_connection, out)
 
     def compact(self) -> bool:
         """Leave no freed page holding erased content; whether that fully succeeded."""
