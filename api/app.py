@@ -31,6 +31,7 @@ from api.auth import AuthMiddleware
 from api.browser_safety import BrowserSafety
 from api.browser_safety import middleware as browser_middleware
 from api.client_slots import ClientConcurrency, request_slots, stream_slots
+from api.large_body_lane import Lane, LargeBodyLane
 from api.limits import HANDLERS as LIMIT_HANDLERS
 from api.limits import BodyLimits, Limits
 from api.stream_watcher import StreamWatcher
@@ -59,6 +60,8 @@ def create_app(
     limits: Limits | None = None,
     browser: BrowserSafety | None = None,
     close_runtime: bool = False,
+    lane: Lane | None = None,
+    lane_helper: bool = False,
 ) -> Starlette:
     """Settings left out are read from the environment (README, *Configuration*)."""
     if runtime is None:
@@ -71,9 +74,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if lane is not None:
+            lane.start()
         try:
             yield
         finally:
+            if lane is not None:
+                await lane.close()
             if owned:
                 runtime.close()
 
@@ -87,13 +94,18 @@ def create_app(
         # the client's requests, per key, and bound its body.
         middleware=[
             *browser_middleware(browser, routes),
-            Middleware(AuthMiddleware, keys=KeyStore(runtime.store.engine)),
+            Middleware(
+                AuthMiddleware, keys=KeyStore(runtime.store.engine), trust_forwarded=lane_helper
+            ),  # fmt: skip
             Middleware(ClientConcurrency, slots=request_slots(limits.max_requests_per_client)),
             Middleware(BodyLimits, limits=limits),
+            # innermost: a large body goes to the helper process (api.large_body_lane)
+            *([Middleware(LargeBodyLane, lane=lane)] if lane is not None else []),
         ],
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    app.state.lane = lane
     app.state.limits = limits
     app.state.stream_slots = stream_slots(limits.max_streams_per_client)
     app.state.stream_watcher = StreamWatcher(runtime, limits.stream_poll)

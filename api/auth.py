@@ -29,6 +29,7 @@ in-process test client (no socket at all) counts as loopback.
 from __future__ import annotations
 
 import ipaddress
+import json
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -43,6 +44,7 @@ from service.api_keys import ApiKey, KeyStore
 TENANT, KEY_ID, SCOPE = "ctxstore_tenant", "ctxstore_key_id", "ctxstore_scope"
 IN_PROCESS = "testclient"  # starlette.testclient's client name: no network involved
 CHALLENGE = 'Bearer realm="ctxstore"'
+FORWARDED_PRINCIPAL = b"ctxstore-principal"  # api.large_body_lane sets it, never a client
 
 
 def needed_scope(method: str) -> str:
@@ -84,15 +86,33 @@ def _bearer(scope: Scope) -> str | None:
     return None
 
 
+def _forwarded(scope: Scope) -> tuple[str, str | None, str] | None:
+    """The (tenant, key id, scope) the API process put in ``ctxstore-principal``."""
+    for name, value in scope.get("headers", ()):
+        if name == FORWARDED_PRINCIPAL:
+            tenant, key_id, key_scope = json.loads(value)
+            return str(tenant), key_id, str(key_scope)
+    return None
+
+
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, keys: KeyStore) -> None:
+    def __init__(self, app: ASGIApp, keys: KeyStore, trust_forwarded: bool = False) -> None:
+        """``trust_forwarded``: this app is the large-body helper (``api.helper_server``),
+        and takes the principal its API process resolved, on its Unix socket only."""
         self.app = app
         self.keys = keys
+        self.trust_forwarded = trust_forwarded
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or _public(scope["path"]):
             await self.app(scope, receive, send)
             return
+        if self.trust_forwarded and scope.get("client") is None:  # a Unix socket's peer
+            forwarded = _forwarded(scope)
+            if forwarded is not None:
+                scope[TENANT], scope[KEY_ID], scope[SCOPE] = forwarded
+                await self.app(scope, receive, send)
+                return
         token = _bearer(scope)
         key: ApiKey | None = None
         if _loopback(scope) and not await run_in_threadpool(self.keys.any_created):

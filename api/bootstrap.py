@@ -4,7 +4,10 @@
 given them, opens the runtime (``service.bootstrap``: tokenizer, stores,
 summarizer) and hands it, with the API's limits and browser rules read from
 the same snapshot, to ``api.app.create_app``. The runtime is closed when the
-app shuts down.
+app shuts down.  On PostgreSQL the app starts a helper server for large
+bodies (``api.helper_server``); the helper is this same app, told by
+``CTXSTORE_LANE_HELPER`` (its parent's pid) to take the principal its parent
+resolved and to stop when its parent is gone.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from starlette.applications import Starlette
 
 from api.app import create_app
 from api.browser_safety import BrowserSafety
+from api.helper_server import HELPER_ENV, HelperServer, become_helper, lane_threshold
+from api.large_body_lane import Lane
 from api.limits import Limits
 from service.bootstrap import open_runtime
 from service.settings import Settings
@@ -22,5 +27,19 @@ def bootstrap(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
     limits = Limits.from_env(settings.env)  # checked before a database is opened
     browser = BrowserSafety.from_env(settings.env)
+    threshold = lane_threshold(settings.env, settings.database_url)
     runtime = open_runtime(settings)
-    return create_app(runtime, limits=limits, browser=browser, close_runtime=True)
+    lane = Lane(HelperServer(helper_env(settings)), threshold) if threshold else None
+    parent = settings.env.get(HELPER_ENV, "")
+    if parent.isdigit():
+        become_helper(int(parent))
+    return create_app(runtime, limits=limits, browser=browser, close_runtime=True, lane=lane,
+                      lane_helper=parent.isdigit())  # fmt: skip
+
+
+def helper_env(settings: Settings) -> dict[str, str]:
+    """The helper's environment: this process's settings, as this process resolved them."""
+    env = {**settings.env, "CTXSTORE_DATABASE_URL": settings.database_url}
+    if settings.tiktoken_cache_dir:
+        env["TIKTOKEN_CACHE_DIR"] = settings.tiktoken_cache_dir
+    return env

@@ -110,7 +110,7 @@ class BodyLimits:
             await self.app(scope, receive, send)
             return
         limit = self.limits.max_body_bytes
-        length = _content_length(scope)
+        length = content_length(scope)
         if length is not None and length > limit:
             await body_too_large(limit).response()(scope, receive, send)
             return
@@ -152,7 +152,7 @@ class BodyLimits:
             await exc.response()(scope, receive, send)
 
 
-def _content_length(scope: Scope) -> int | None:
+def content_length(scope: Scope) -> int | None:
     for name, value in scope.get("headers", ()):
         if name == b"content-length":
             try:

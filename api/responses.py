@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Answer(BaseModel):
@@ -112,6 +112,9 @@ class Compacted(CommandAnswer):
 class Health(Answer):
     status: str
     position: int
+    large_body_lane: Literal["ready", "starting"] | None = Field(
+        None, description="the helper process that serves large bodies (absent: no lane)"
+    )
 
 
 class OpenAPIDocument(Answer):

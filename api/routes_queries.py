@@ -178,7 +178,11 @@ async def budget(request: Request) -> Response:
 async def health(request: Request) -> Response:
     # Public (no key needed): the position is a count, no session's data.
     position = await run_in_threadpool(_runtime(request).position)
-    return JSONResponse({"status": "ok", "position": position})
+    body: dict[str, Any] = {"status": "ok", "position": position}
+    lane = getattr(request.app.state, "lane", None)
+    if lane is not None:
+        body["large_body_lane"] = "ready" if await lane.ready() else "starting"
+    return JSONResponse(body)
 
 
 S = "/sessions/{sid}"

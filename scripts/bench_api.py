@@ -79,8 +79,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(url: str, port: int, workers: int) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, CTXSTORE_DATABASE_URL=url)
+def start_server(url: str, port: int, workers: int, **extra: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, CTXSTORE_DATABASE_URL=url, **extra)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory",
            "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from api.helper_server import lane_threshold
 from api.limits import Limits
 from scripts import demo
 from scripts.cli_common import Failed, _migrate, _reachable, _settings, _url
@@ -78,6 +79,7 @@ def _serve(url: str, host: str, port: int, workers: int) -> int:
     settings = _settings(env)  # likewise a bad CTXSTORE_POLICY or summarizer
     try:
         Limits.from_env(settings.env)  # and a bad limit
+        lane_threshold(settings.env, url)  # and a large-body lane SQLite cannot have
     except ValueError as exc:
         raise Failed("invalid_setting", str(exc)) from None
     _migrate(url)

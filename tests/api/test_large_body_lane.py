@@ -1,0 +1,247 @@
+"""Large bodies go to a helper process (``api.large_body_lane``, ``api.helper_server``).
+
+Over a real server on PostgreSQL: what the helper stores is read back from the
+API process at once, a retry by key stores nothing, the limits and the API key
+are still the API process's, a principal a client claims is ignored, and a
+dead helper is replaced while its requests are served in the process.  In
+process, on both stores: a helper that is not there, or fails mid-request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import create_engine
+from starlette.testclient import TestClient
+
+from api.app import create_app
+from api.helper_server import DEFAULT_THRESHOLD, lane_threshold
+from api.large_body_lane import Lane
+from domain.store_config import sqlalchemy_url
+from service.api_keys import KeyStore
+from tests.api.conftest import JSON, LOCAL, serving
+
+LANE = 64 * 1024
+LANED = {"CTXSTORE_LARGE_BODY_LANE": str(LANE), "CTXSTORE_MAX_BODY_BYTES": str(1024 * 1024)}
+
+
+def big_node(size: int = 2 * LANE, role: str = "user") -> dict[str, Any]:
+    return {"role": role, "output": "lane " * (size // 5)}
+
+
+def test_the_threshold_is_on_for_postgresql_only() -> None:
+    pg, lite = "postgresql://u@h/db", "sqlite:///x.db"
+    assert lane_threshold({}, pg) == DEFAULT_THRESHOLD
+    assert lane_threshold({}, lite) == 0
+    assert lane_threshold({"CTXSTORE_LARGE_BODY_LANE": "0"}, pg) == 0
+    assert lane_threshold({"CTXSTORE_LARGE_BODY_LANE": "1000"}, pg) == 1000
+    assert lane_threshold({"CTXSTORE_LANE_HELPER": "123"}, pg) == 0  # no helper of a helper
+    with pytest.raises(ValueError, match="PostgreSQL"):
+        lane_threshold({"CTXSTORE_LARGE_BODY_LANE": "1000"}, lite)
+    with pytest.raises(ValueError, match="byte count"):
+        lane_threshold({"CTXSTORE_LARGE_BODY_LANE": "1MB"}, pg)
+
+
+# ------------------------------------------------------------ a real server
+
+
+@pytest.fixture
+def laned(store_url: str) -> Iterator[str]:
+    if not store_url.startswith("postgresql"):
+        pytest.skip("the large-body lane runs on PostgreSQL only")
+    with serving(store_url, **LANED) as base:
+        wait_for_helper(base)
+        yield base
+
+
+def wait_for_helper(base: str) -> None:
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{base}/health").json().get("large_body_lane") != "ready":
+        assert time.monotonic() < deadline, "the helper did not come up"
+        time.sleep(0.2)
+
+
+def helper_pid(base: str) -> int:
+    """The helper's pid: the process on a lane socket whose parent serves ``base``'s port."""
+    port = base.rsplit(":", 1)[1]
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            parent_argv = Path(f"/proc/{parent}/cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        if b"--uds" in argv and port.encode() in parent_argv:
+            return int(entry.name)
+    raise AssertionError("no helper process found")
+
+
+def test_a_large_body_is_served_by_the_helper_and_read_back_at_once(laned: str) -> None:
+    with httpx.Client(base_url=laned, timeout=60) as http:
+        sid = http.post("/sessions", json={"title": "lane"}).json()["session_id"]
+        big = http.post(f"/sessions/{sid}/nodes", json=big_node())
+        assert big.status_code == 201, big.text
+        assert big.headers["ctxstore-lane"] == "helper"
+        small = http.post(f"/sessions/{sid}/nodes", json={"role": "assistant", "output": "ok"})
+        assert small.status_code == 201 and "ctxstore-lane" not in small.headers
+        assert small.json()["version"] == big.json()["version"] + 1
+        nodes = http.get(f"/sessions/{sid}/dag").json()["nodes"]
+        assert [n["node_id"] for n in nodes][-2:] == [big.json()["node_id"],
+                                                     small.json()["node_id"]]  # fmt: skip
+        rendered = http.get(f"/sessions/{sid}/render").text
+        assert "lane lane lane" in rendered
+        # A chunked body (no Content-Length) of the same size takes the same lane.
+        raw = json.dumps(big_node()).encode()
+        chunked = http.post(f"/sessions/{sid}/nodes", headers=JSON,
+                            content=iter([raw[:1000], raw[1000:]]))  # fmt: skip
+        assert chunked.status_code == 201 and chunked.headers["ctxstore-lane"] == "helper"
+
+
+def test_a_retry_by_key_through_the_helper_stores_once(laned: str) -> None:
+    with httpx.Client(base_url=laned, timeout=60) as http:
+        sid = http.post("/sessions", json={"title": "lane"}).json()["session_id"]
+        key = {"Idempotency-Key": "lane-retry-1"}
+        first = http.post(f"/sessions/{sid}/nodes", json=big_node(), headers=key)
+        again = http.post(f"/sessions/{sid}/nodes", json=big_node(), headers=key)
+        assert first.status_code == again.status_code == 201
+        assert again.json() == first.json()
+        assert len(http.get(f"/sessions/{sid}/dag").json()["nodes"]) == 1
+
+
+def test_the_limits_are_still_the_api_process_own(laned: str) -> None:
+    with httpx.Client(base_url=laned, timeout=60) as http:
+        sid = http.post("/sessions", json={"title": "lane"}).json()["session_id"]
+        over = json.dumps(big_node(1100 * 1024)).encode()
+        chunks = [over[i : i + 65536] for i in range(0, len(over), 65536)]
+        refused = http.post(f"/sessions/{sid}/nodes", headers=JSON, content=iter(chunks))
+        assert refused.status_code == 413
+        assert refused.json()["error"]["code"] == "body_too_large"
+        assert "ctxstore-lane" not in refused.headers
+        text = http.post(f"/sessions/{sid}/nodes", content=json.dumps(big_node()),
+                         headers={"content-type": "text/plain"})  # fmt: skip
+        assert text.status_code == 415
+        assert http.get(f"/sessions/{sid}/dag").json()["nodes"] == []
+
+
+def test_the_key_is_checked_here_and_a_claimed_principal_is_ignored(
+    laned: str, store_url: str
+) -> None:
+    engine = create_engine(sqlalchemy_url(store_url))
+    try:
+        keys = KeyStore(engine)
+        acme = {"Authorization": f"Bearer {keys.create('acme', 'write')[1]}"}
+        other = {"Authorization": f"Bearer {keys.create('other', 'write')[1]}"}
+        reader = {"Authorization": f"Bearer {keys.create('acme', 'read')[1]}"}
+    finally:
+        engine.dispose()
+    claim = json.dumps(["acme", None, "admin"])
+    with httpx.Client(base_url=laned, timeout=60) as http:
+        sid = http.post("/sessions", json={}, headers=acme).json()["session_id"]
+        path = f"/sessions/{sid}/nodes"
+        assert http.post(path, json=big_node()).status_code == 401
+        spoofed = http.post(path, json=big_node(), headers={"ctxstore-principal": claim})
+        assert spoofed.status_code == 401
+        assert http.post(path, json=big_node(), headers=reader).status_code == 403
+        stranger = http.post(path, json=big_node(), headers={**other, "ctxstore-principal": claim})
+        assert stranger.status_code == 404 and stranger.headers["ctxstore-lane"] == "helper"
+        mine = http.post(path, json=big_node(), headers=acme)
+        assert mine.status_code == 201 and mine.headers["ctxstore-lane"] == "helper"
+        assert len(http.get(f"/sessions/{sid}/dag", headers=acme).json()["nodes"]) == 1
+
+
+def test_a_dead_helper_is_replaced_and_meanwhile_bodies_are_served_here(laned: str) -> None:
+    with httpx.Client(base_url=laned, timeout=60) as http:
+        sid = http.post("/sessions", json={"title": "lane"}).json()["session_id"]
+        path = f"/sessions/{sid}/nodes"
+        assert http.post(path, json=big_node()).headers["ctxstore-lane"] == "helper"
+        first = helper_pid(laned)
+        os.kill(first, signal.SIGKILL)
+        time.sleep(0.2)
+        served_here = http.post(path, json=big_node())
+        assert served_here.status_code == 201 and "ctxstore-lane" not in served_here.headers
+        time.sleep(1.1)  # a helper that keeps dying is restarted at most once a second
+        assert http.post(path, json=big_node()).status_code == 201  # this one restarts it
+        wait_for_helper(laned)
+        again = http.post(path, json=big_node())
+        assert again.status_code == 201 and again.headers["ctxstore-lane"] == "helper"
+        assert helper_pid(laned) != first
+        assert len(http.get(f"/sessions/{sid}/dag").json()["nodes"]) == 4
+
+
+# ------------------------------------------------------------ in process
+
+
+class FakeHelper:
+    """A helper socket under the test's control: absent, or one that hangs up."""
+
+    def __init__(self, folder: str) -> None:
+        self.socket = os.path.join(folder, "helper.sock")
+        self.starts = 0
+
+    def ensure(self) -> None:
+        self.starts += 1
+
+    def stop(self) -> None:
+        pass
+
+
+@pytest.fixture
+def lane_client(runtime: Any) -> Iterator[tuple[TestClient, FakeHelper]]:
+    with tempfile.TemporaryDirectory() as folder:
+        helper = FakeHelper(folder)
+        app = create_app(runtime, lane=Lane(helper, LANE))  # type: ignore[arg-type]
+        with TestClient(app, base_url=LOCAL) as client:
+            yield client, helper
+
+
+def test_without_a_helper_a_large_body_is_served_here(
+    lane_client: tuple[TestClient, FakeHelper],
+) -> None:
+    client, helper = lane_client
+    sid = client.post("/sessions", json={}).json()["session_id"]
+    answer = client.post(f"/sessions/{sid}/nodes", json=big_node())
+    assert answer.status_code == 201 and "ctxstore-lane" not in answer.headers
+    assert helper.starts == 2  # with the app, and again when the large body came
+    assert len(client.get(f"/sessions/{sid}/dag").json()["nodes"]) == 1
+
+
+def hanging_up(path: str) -> threading.Event:
+    """A Unix socket server that reads part of a request and closes the connection."""
+    ready, loop = threading.Event(), asyncio.new_event_loop()
+
+    async def serve() -> None:
+        async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read(4096)
+            writer.close()
+
+        await asyncio.start_unix_server(cut, path)
+        ready.set()
+        await asyncio.sleep(30)
+
+    threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True).start()
+    ready.wait(10)
+    return ready
+
+
+def test_a_helper_that_fails_mid_request_is_a_503_to_retry(
+    lane_client: tuple[TestClient, FakeHelper],
+) -> None:
+    client, helper = lane_client
+    sid = client.post("/sessions", json={}).json()["session_id"]
+    hanging_up(helper.socket)
+    answer = client.post(f"/sessions/{sid}/nodes", json=big_node())
+    assert answer.status_code == 503
+    assert answer.json()["error"]["code"] == "helper_failed"
+    assert "Idempotency-Key" in answer.json()["error"]["message"]
+    assert answer.headers["retry-after"] == "1"
