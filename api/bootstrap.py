@@ -27,8 +27,9 @@ def bootstrap(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
     limits = Limits.from_env(settings.env)  # checked before a database is opened
     browser = BrowserSafety.from_env(settings.env)
-    threshold = lane_threshold(settings.env, settings.database_url)
+    lane_threshold(settings.env, settings.database_url)  # a bad value: before the database
     runtime = open_runtime(settings)
+    threshold = lane_threshold(settings.env, settings.database_url, runtime.processor.partitions)
     lane = Lane(HelperServer(helper_env(settings)), threshold) if threshold else None
     parent = settings.env.get(HELPER_ENV, "")
     if parent.isdigit():

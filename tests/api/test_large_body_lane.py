@@ -40,10 +40,12 @@ def big_node(size: int = 2 * LANE, role: str = "user") -> dict[str, Any]:
     return {"role": role, "output": "lane " * (size // 5)}
 
 
-def test_the_threshold_is_on_for_postgresql_only() -> None:
+def test_the_threshold_is_on_for_postgresql_with_partitions_only() -> None:
     pg, lite = "postgresql://u@h/db", "sqlite:///x.db"
-    assert lane_threshold({}, pg) == DEFAULT_THRESHOLD
-    assert lane_threshold({}, lite) == 0
+    assert lane_threshold({}, pg, partitions=8) == DEFAULT_THRESHOLD
+    assert lane_threshold({}, pg, partitions=1) == 0  # see its docstring
+    assert lane_threshold({"CTXSTORE_LARGE_BODY_LANE": "1000"}, pg, partitions=1) == 1000
+    assert lane_threshold({}, lite, partitions=8) == 0
     assert lane_threshold({"CTXSTORE_LARGE_BODY_LANE": "0"}, pg) == 0
     assert lane_threshold({"CTXSTORE_LARGE_BODY_LANE": "1000"}, pg) == 1000
     assert lane_threshold({"CTXSTORE_LANE_HELPER": "123"}, pg) == 0  # no helper of a helper
