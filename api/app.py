@@ -61,7 +61,7 @@ def create_app(
     browser: BrowserSafety | None = None,
     close_runtime: bool = False,
     lane: Lane | None = None,
-    lane_helper: bool = False,
+    lane_secret: str | None = None,
 ) -> Starlette:
     """Settings left out are read from the environment (README, *Configuration*)."""
     if runtime is None:
@@ -86,6 +86,8 @@ def create_app(
 
     routes = [Route(ep.route, ep.handler, methods=[ep.method]) for ep in ENDPOINTS]
     routes += routes_ui.ROUTES
+    laned = [] if lane is None else [Middleware(LargeBodyLane, lane=lane, routes=routes,
+                                                body_timeout=limits.body_timeout)]  # fmt: skip
     app = Starlette(
         routes=routes,
         exception_handlers={**errors.HANDLERS, **LIMIT_HANDLERS},
@@ -95,13 +97,12 @@ def create_app(
         middleware=[
             *browser_middleware(browser, routes),
             Middleware(
-                AuthMiddleware, keys=KeyStore(runtime.store.engine), trust_forwarded=lane_helper
+                AuthMiddleware, keys=KeyStore(runtime.store.engine), forwarded_secret=lane_secret
             ),  # fmt: skip
             Middleware(ClientConcurrency, slots=request_slots(limits.max_requests_per_client)),
             Middleware(BodyLimits, limits=limits),
-            # innermost: a large body goes to the helper process (api.large_body_lane)
-            *([Middleware(LargeBodyLane, lane=lane)] if lane is not None else []),
-        ],
+            *laned,  # innermost: a large body goes to the helper process
+        ],  # fmt: skip
         lifespan=lifespan,
     )
     app.state.runtime = runtime

@@ -28,6 +28,7 @@ in-process test client (no socket at all) counts as loopback.
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import json
 from typing import Any
@@ -86,29 +87,36 @@ def _bearer(scope: Scope) -> str | None:
     return None
 
 
-def _forwarded(scope: Scope) -> tuple[str, str | None, str] | None:
-    """The (tenant, key id, scope) the API process put in ``ctxstore-principal``."""
+def _forwarded(scope: Scope, secret: str) -> tuple[str, str | None, str] | None:
+    """The (tenant, key id, scope) the API process put in ``ctxstore-principal``, if
+    the header proves it came from there (the helper's secret); else None."""
     for name, value in scope.get("headers", ()):
         if name == FORWARDED_PRINCIPAL:
-            tenant, key_id, key_scope = json.loads(value)
-            return str(tenant), key_id, str(key_scope)
+            try:
+                proof, tenant, key_id, key_scope = json.loads(value)
+            except (ValueError, TypeError):
+                return None
+            if isinstance(proof, str) and hmac.compare_digest(proof, secret):
+                return str(tenant), key_id, str(key_scope)
     return None
 
 
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, keys: KeyStore, trust_forwarded: bool = False) -> None:
-        """``trust_forwarded``: this app is the large-body helper (``api.helper_server``),
-        and takes the principal its API process resolved, on its Unix socket only."""
+    def __init__(self, app: ASGIApp, keys: KeyStore, forwarded_secret: str | None = None
+                 ) -> None:  # fmt: skip
+        """``forwarded_secret``: this app is the large-body helper (``api.helper_server``),
+        and takes the principal its API process resolved, proved by this secret, from
+        a peer on its Unix socket only."""
         self.app = app
         self.keys = keys
-        self.trust_forwarded = trust_forwarded
+        self.forwarded_secret = forwarded_secret
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or _public(scope["path"]):
             await self.app(scope, receive, send)
             return
-        if self.trust_forwarded and scope.get("client") is None:  # a Unix socket's peer
-            forwarded = _forwarded(scope)
+        if self.forwarded_secret and scope.get("client") is None:  # a Unix socket's peer
+            forwarded = _forwarded(scope, self.forwarded_secret)
             if forwarded is not None:
                 scope[TENANT], scope[KEY_ID], scope[SCOPE] = forwarded
                 await self.app(scope, receive, send)

@@ -6,8 +6,8 @@ summarizer) and hands it, with the API's limits and browser rules read from
 the same snapshot, to ``api.app.create_app``. The runtime is closed when the
 app shuts down.  On PostgreSQL the app starts a helper server for large
 bodies (``api.helper_server``); the helper is this same app, told by
-``CTXSTORE_LANE_HELPER`` (its parent's pid) to take the principal its parent
-resolved and to stop when its parent is gone.
+``CTXSTORE_LANE_*`` to take the principal its parent resolved (proved by a
+secret) and to stop when its parent is gone.
 """
 
 from __future__ import annotations
@@ -16,7 +16,14 @@ from starlette.applications import Starlette
 
 from api.app import create_app
 from api.browser_safety import BrowserSafety
-from api.helper_server import HELPER_ENV, HelperServer, become_helper, lane_threshold
+from api.helper_server import (
+    HELPER_ENV,
+    SECRET_ENV,
+    SOCKET_ENV,
+    HelperServer,
+    become_helper,
+    lane_threshold,
+)
 from api.large_body_lane import Lane
 from api.limits import Limits
 from service.bootstrap import open_runtime
@@ -31,11 +38,12 @@ def bootstrap(settings: Settings | None = None) -> Starlette:
     runtime = open_runtime(settings)
     threshold = lane_threshold(settings.env, settings.database_url, runtime.processor.partitions)
     lane = Lane(HelperServer(helper_env(settings)), threshold) if threshold else None
-    parent = settings.env.get(HELPER_ENV, "")
-    if parent.isdigit():
-        become_helper(int(parent))
+    alive = settings.env.get(HELPER_ENV, "")
+    if alive.isdigit():  # this is a helper: its parent's pipe, socket and secret
+        become_helper(int(alive), settings.env.get(SOCKET_ENV, ""))
+    secret = settings.env.get(SECRET_ENV) if alive.isdigit() else None
     return create_app(runtime, limits=limits, browser=browser, close_runtime=True, lane=lane,
-                      lane_helper=parent.isdigit())  # fmt: skip
+                      lane_secret=secret)  # fmt: skip
 
 
 def helper_env(settings: Settings) -> dict[str, str]:

@@ -10,15 +10,17 @@ its own holds its own lock, so the API process only passes the bytes on
 
 The helper is ``api.bootstrap:bootstrap`` with the parent's settings and no
 lane of its own.  It is started with the app and stopped with it, started
-again if it dies (at most once a second), and until it answers the lane
-serves large bodies in the process as before.  It is used on PostgreSQL
-only: there, any number of processes write and project one store side by
+again if it dies (after a second, doubling while it keeps dying), and until
+it takes connections the lane serves large bodies in the process as before.
+It is used on PostgreSQL only: there, any number of processes write and project one store side by
 side (README, *Deployment*); SQLite is one process's file.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -29,12 +31,19 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+log = logging.getLogger("ctxstore.api")
 ROOT = Path(__file__).resolve().parents[1]  # on the helper's import path
 LANE_ENV = "CTXSTORE_LARGE_BODY_LANE"
-HELPER_ENV = "CTXSTORE_LANE_HELPER"  # the parent's pid, set for the helper only
+HELPER_ENV = "CTXSTORE_LANE_HELPER"  # set for the helper only: its end of the parent pipe
+SECRET_ENV = "CTXSTORE_LANE_SECRET"  # what the API process proves itself with to its helper
+SOCKET_ENV = "CTXSTORE_LANE_SOCKET"  # the helper's socket, whose folder it removes at the end
+# Not passed to the helper: uvicorn's own options, read from the environment.
+NOT_INHERITED = ("UVICORN_", "WEB_CONCURRENCY", "FORWARDED_ALLOW_IPS", HELPER_ENV, SECRET_ENV,
+                 SOCKET_ENV)  # fmt: skip
 DEFAULT_THRESHOLD = 256 * 1024  # bytes: from here a body's handling costs more than the hop
 HELPER_NICENESS = 10
-RESPAWN_AFTER = 1.0  # seconds between two starts of a helper that keeps dying
+RESPAWN_AFTER = 1.0  # seconds before a dead helper is started again, doubled each time
+RESPAWN_MAX = 60.0
 
 
 def lane_threshold(env: Mapping[str, str], database_url: str, partitions: int = 2) -> int:
@@ -62,37 +71,84 @@ def lane_threshold(env: Mapping[str, str], database_url: str, partitions: int = 
 
 
 class HelperServer:
-    """The helper process: started on demand, restarted when dead, stopped with the app."""
+    """The helper process: started on demand, restarted when dead, stopped with the app.
+
+    Everything tied to the process that starts it (its socket folder, the
+    pipe whose end tells the helper its parent is gone, the secret) is made
+    when it is spawned, in the process that serves: a server that builds the
+    app before it forks its workers (gunicorn ``--preload``) gives each
+    worker a helper of its own.
+    """
 
     def __init__(self, env: Mapping[str, str]) -> None:
-        self._folder = tempfile.mkdtemp(prefix="ctxstore-lane-")
-        self.socket = os.path.join(self._folder, "helper.sock")
         path = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-        self._env = {**env, HELPER_ENV: str(os.getpid()), "PYTHONPATH": path}
+        # uvicorn reads its own options from the environment: a helper is one
+        # process on its socket, whatever the API process was started with.
+        self._env = {k: v for k, v in env.items() if not k.startswith(NOT_INHERITED)}
+        self._env["PYTHONPATH"] = path
+        self._owner = 0  # the pid that made the folder, pipe and secret below
+        self._folder = ""
+        self.socket = ""
+        self.secret = ""
         self._proc: subprocess.Popen[bytes] | None = None
+        self._alive: int | None = None  # our end of the helper's parent pipe
         self._started = 0.0
+        self._failures = 0
         self.starts = 0
 
     def ensure(self) -> None:
-        """Start the helper if it is not running (not twice within ``RESPAWN_AFTER``)."""
+        """Start the helper if it is not running; one that keeps dying is started again
+        after ``RESPAWN_AFTER`` seconds, doubling up to ``RESPAWN_MAX``."""
+        if self._owner != os.getpid():
+            self._own()
         if self._proc is not None and self._proc.poll() is None:
             return
-        if self._proc is not None and time.monotonic() - self._started < RESPAWN_AFTER:
-            return
+        if self._proc is not None:
+            wait = min(RESPAWN_MAX, RESPAWN_AFTER * 2 ** max(0, self._failures - 1))
+            if time.monotonic() - self._started < wait:
+                return
+            self._failures += 1
+            log.warning("the large-body helper exited (%s); starting another",
+                        self._proc.returncode)  # fmt: skip
         if os.path.exists(self.socket):
             os.unlink(self.socket)  # a dead helper's: the new one binds afresh
+        if self._alive is not None:
+            os.close(self._alive)
+        theirs, self._alive = os.pipe()
+        env = {**self._env, HELPER_ENV: str(theirs), SECRET_ENV: self.secret,
+               SOCKET_ENV: self.socket}  # fmt: skip
         argv = [sys.executable, "-m", "uvicorn", "api.bootstrap:bootstrap", "--factory",
-                "--uds", self.socket, "--log-level", "warning", "--no-access-log",
-                "--timeout-keep-alive", "30"]  # fmt: skip
-        self._proc = subprocess.Popen(argv, cwd=ROOT, env=self._env)
+                "--uds", self.socket, "--workers", "1", "--no-proxy-headers",
+                "--lifespan", "on", "--log-level", "warning", "--no-access-log",
+                "--timeout-keep-alive", "5"]  # fmt: skip
+        try:
+            self._proc = subprocess.Popen(argv, cwd=ROOT, env=env, pass_fds=(theirs,))
+        finally:
+            os.close(theirs)
         self._started = time.monotonic()
         self.starts += 1
+
+    def running(self) -> bool:
+        """Whether the helper served its first request without dying (resets the backoff)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._failures = 0
+            return True
+        return False
+
+    def _own(self) -> None:
+        self._owner = os.getpid()
+        self._folder = tempfile.mkdtemp(prefix="ctxstore-lane-")
+        self.socket = os.path.join(self._folder, "helper.sock")
+        self.secret = secrets.token_hex(32)
+        self._proc, self._alive = None, None  # a forked parent's are not ours
 
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
     def stop(self) -> None:
+        if self._owner != os.getpid():
+            return  # built here, never started here
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             proc.terminate()
@@ -101,10 +157,13 @@ class HelperServer:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if self._alive is not None:
+            os.close(self._alive)
+            self._alive = None
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
-def become_helper(parent: int) -> None:
+def become_helper(alive: int, socket: str) -> None:
     """In the helper, at start: yield the CPU to the API process, and stop with it.
 
     Large bodies are throughput work; the small requests the API process
@@ -112,14 +171,16 @@ def become_helper(parent: int) -> None:
     kernel gives the API process the cores first when both want them (another
     session's append p99 while 8 MB bodies were stored: 18-21 ms at 0, 16-19
     ms at 10, alternating runs of ``scripts/bench_limits.py``).  And once the
-    API process is gone, killed with no chance to stop its helper, the helper
-    shuts down (as on SIGTERM) rather than serve a socket nobody uses.
+    API process is gone (the pipe ``alive`` reads end of file: its end closes
+    however it exits, a kill included), the helper removes its socket folder
+    and shuts down as on SIGTERM, rather than serve a socket nobody uses.
     """
     os.nice(HELPER_NICENESS)
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
+        while os.read(alive, 1):
+            pass
+        shutil.rmtree(os.path.dirname(socket), ignore_errors=True)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="ctxstore-lane-parent", daemon=True).start()

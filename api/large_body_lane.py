@@ -3,17 +3,19 @@
 An ASGI middleware, innermost: the body has passed the host, CORS and JSON
 checks, the API key (``api.auth``), the client's request cap and the body's
 size and time limits (``api.limits.BodyLimits``, which still bounds what is
-passed on).  A command whose body is at least the threshold is streamed,
-as it arrives, to the helper (``api.helper_server``) over its Unix socket,
-with the caller's tenant, key and scope in one header the helper trusts on
-that socket only; the helper's answer is streamed back as it is.  Why:
-``api.helper_server``.
+passed on).  A request a command route takes, whose body is at least the
+threshold, is streamed as it arrives to the helper (``api.helper_server``)
+over its Unix socket, with the caller's tenant, key and scope in one header
+the helper trusts with the secret the two share, from its socket only.  The
+helper's answer is read while the body is sent (it may answer early) and
+given to the client whole.  Why: ``api.helper_server``.
 
-- Until the helper answers (starting, or restarting after it died) the body
-  is served here, as without a lane: nothing was sent, so nothing can be
-  stored twice.
-- If the helper fails once it has the request, whether it stored the
-  command is unknown: ``503 helper_failed``, and a retry with the same
+- Until the helper takes connections (starting, or restarting after it
+  died) the body is served here, as without a lane: nothing was sent, so
+  nothing can be stored twice.
+- If the helper fails once it has the request (it hangs up, stops reading,
+  or does not answer in ``ANSWER_TIMEOUT``), whether it stored the command is
+  unknown: ``503 helper_failed``, and a retry with the same
   ``Idempotency-Key`` returns the first answer or stores it once.
 - Every answer from the helper carries ``ctxstore-lane: helper``.
 
@@ -29,9 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import h11
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import auth
@@ -46,8 +50,9 @@ METHODS = ("POST", "PUT", "PATCH")
 # process's own middleware sets on the way out (CORS).
 HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"upgrade",
               b"proxy-connection", b"trailer"}  # fmt: skip
-OUR_OWN = (b"access-control-", b"vary")
+OUR_OWN = (b"access-control-", b"vary", b"date", b"server")
 ANSWER_TIMEOUT = 600.0  # seconds: a command may wait on a summarizer; a dead helper ends it
+CONNECT_TIMEOUT = 2.0
 READ_SIZE = 64 * 1024
 
 
@@ -65,29 +70,49 @@ class Lane:
         self.helper.ensure()
 
     async def ready(self) -> bool:
-        """Whether the helper takes connections now (``/health`` shows it)."""
+        """Whether the helper answers an HTTP request now (``/health`` shows it)."""
         try:
-            _, writer = await asyncio.open_unix_connection(self.helper.socket)
-        except OSError:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_unix_connection(self.helper.socket), CONNECT_TIMEOUT
+            )
+        except (OSError, TimeoutError):
             return False
-        writer.close()
-        return True
+        try:
+            writer.write(b"GET /health HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+            line = await asyncio.wait_for(reader.readline(), CONNECT_TIMEOUT)
+            return line.startswith(b"HTTP/1.1 ")  # any answer: it is up
+        except (OSError, TimeoutError):
+            return False
+        finally:
+            writer.close()
 
     async def close(self) -> None:
         self.helper.stop()
 
 
 class LargeBodyLane:
-    def __init__(self, app: ASGIApp, lane: Lane) -> None:
-        self.app, self.lane = app, lane
+    def __init__(self, app: ASGIApp, lane: Lane, routes: Sequence[BaseRoute],
+                 body_timeout: float = 30.0) -> None:  # fmt: skip
+        """``routes``: only a request one of them takes is passed on (any other is
+        this process's 404 or 405, with its body unread); ``body_timeout``: how long
+        the helper may take to read what is passed on before it counts as failed."""
+        self.app, self.lane, self.routes = app, lane, routes
+        self.body_timeout = body_timeout
+
+    def _passes(self, scope: Scope) -> bool:
+        if scope["type"] != "http" or scope["method"] not in METHODS:
+            return False
+        if scope.get(auth.TENANT) is None:  # refused before (the app answers), or no auth
+            return False
+        return any(route.matches(scope)[0] is Match.FULL for route in self.routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in METHODS:
+        if not self._passes(scope):
             await self.app(scope, receive, send)
             return
         threshold = self.lane.threshold
         length = content_length(scope)
-        if length is not None and length < threshold:
+        if length is not None and length < threshold and not _chunked(scope):
             await self.app(scope, receive, send)
             return
         head, more, size = [], True, 0  # what came in before the body's size is known
@@ -103,38 +128,71 @@ class LargeBodyLane:
             return
         self.lane.helper.ensure()
         try:
-            reader, writer = await asyncio.open_unix_connection(self.lane.helper.socket)
-        except OSError:  # not up yet: served here, with what was read so far
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_unix_connection(self.lane.helper.socket), CONNECT_TIMEOUT
+            )
+        except (OSError, TimeoutError):  # not up yet: served here, with what was read so far
             await self.app(scope, _replaying(head, more, receive), send)
             return
         try:
-            try:
-                await _pass_on(scope, head, more, receive, writer)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # it may have answered before the whole body was in: read on
-            status, headers, answer = await asyncio.wait_for(_answer(reader, scope),
-                                                             ANSWER_TIMEOUT)  # fmt: skip
+            answer = await self._exchange(scope, head, more, receive, reader, writer)
         except ConnectionAbortedError:
-            return  # the client went away: the helper saw a cut body and stored nothing
+            return  # the client went away: nothing to answer
         except (OSError, HelperFailed, TimeoutError):
             await _helper_failed(scope, receive, send)
             return
         finally:
             writer.close()
+        self.lane.helper.running()
+        status, headers, body = answer
         await send({"type": "http.response.start", "status": status,
                     "headers": [*headers, SERVED_BY]})  # fmt: skip
-        await send({"type": "http.response.body", "body": answer})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _exchange(self, scope: Scope, head: list[bytes], more: bool, receive: Receive,
+                        reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:  # fmt: skip
+        """Send the request while reading the answer: the helper may answer before the
+        body is in (a bad key, say) and close, and its answer is the one to give."""
+        secret = self.lane.helper.secret
+        upload = asyncio.create_task(
+            _pass_on(scope, head, more, receive, writer, secret, self.body_timeout)
+        )
+        answer = asyncio.create_task(_answer(reader, scope))
+        try:
+            await asyncio.wait({upload, answer}, return_when=asyncio.FIRST_COMPLETED)
+            if upload.done() and not answer.done():
+                failed = upload.exception()
+                if failed is not None and not isinstance(
+                    failed, BrokenPipeError | ConnectionResetError
+                ):
+                    raise failed  # BodyLimits' refusal, the client gone, a wedged helper
+                # The whole body is in (or the helper hung up on it): its answer, unless
+                # the client goes first.
+                gone = asyncio.create_task(_disconnect(receive))
+                done, _ = await asyncio.wait({answer, gone}, timeout=ANSWER_TIMEOUT,
+                                             return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+                gone.cancel()
+                if gone in done:
+                    raise ConnectionAbortedError("the client went away awaiting the answer")
+                if not done:
+                    raise TimeoutError(f"the helper did not answer in {ANSWER_TIMEOUT:g} s")
+            return answer.result()
+        finally:
+            upload.cancel()
+            answer.cancel()
 
 
 async def _pass_on(scope: Scope, head: list[bytes], more: bool, receive: Receive,
-                   writer: asyncio.StreamWriter) -> None:  # fmt: skip
+                   writer: asyncio.StreamWriter, secret: str, timeout: float) -> None:  # fmt: skip
     """The request, its body as it arrives (chunked if the client's was)."""
-    chunked = content_length(scope) is None
+    chunked = _chunked(scope)
     target = scope.get("raw_path") or scope["path"].encode()
     if scope.get("query_string"):
         target += b"?" + scope["query_string"]
     lines = [scope["method"].encode() + b" " + target + b" HTTP/1.1"]
-    lines += [k + b": " + v for k, v in _request_headers(scope)]
+    lines += [k + b": " + v for k, v in _request_headers(scope, secret)
+              if not (chunked and k == b"content-length")]  # fmt: skip
     lines += [b"transfer-encoding: chunked"] if chunked else []
     writer.write(b"\r\n".join([*lines, b"connection: close", b"", b""]))
 
@@ -147,7 +205,7 @@ async def _pass_on(scope: Scope, head: list[bytes], more: bool, receive: Receive
     for chunk in head:
         put(chunk)
     while more:
-        await writer.drain()
+        await asyncio.wait_for(writer.drain(), timeout)
         message = await receive()  # BodyLimits' bounds: a refusal ends the forward
         if message["type"] != "http.request":
             raise ConnectionAbortedError("the client went away mid-body")
@@ -155,7 +213,19 @@ async def _pass_on(scope: Scope, head: list[bytes], more: bool, receive: Receive
         more = message.get("more_body", False)
     if chunked:
         writer.write(b"0\r\n\r\n")
-    await writer.drain()
+    await asyncio.wait_for(writer.drain(), timeout)
+
+
+async def _disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _chunked(scope: Scope) -> bool:
+    """Whether the body comes chunked: a ``Transfer-Encoding`` wins over a length (as
+    uvicorn's parser reads it), and the length the client claimed is not passed on."""
+    headers = scope["headers"]
+    return content_length(scope) is None or any(k == b"transfer-encoding" for k, _ in headers)
 
 
 async def _answer(reader: asyncio.StreamReader,
@@ -164,7 +234,7 @@ async def _answer(reader: asyncio.StreamReader,
     parser = h11.Connection(h11.CLIENT)
     parser.send(h11.Request(method=scope["method"], target="/",
                             headers=[("host", "helper"), ("content-length", "0")]))  # fmt: skip
-    parser.send(h11.EndOfMessage())  # the request's bytes went out above, not through h11
+    parser.send(h11.EndOfMessage())  # the request's bytes go out in _pass_on, not through h11
     status, headers, body = 0, [], bytearray()
     while True:
         try:
@@ -188,10 +258,10 @@ def _passed_back(name: bytes) -> bool:
     return name not in HOP_BY_HOP and not name.startswith(OUR_OWN)
 
 
-def _request_headers(scope: Scope) -> list[tuple[bytes, bytes]]:
+def _request_headers(scope: Scope, secret: str) -> list[tuple[bytes, bytes]]:
     """The caller's headers, minus framing and any principal it claimed, plus ours."""
     headers = [(k, v) for k, v in scope["headers"] if k not in HOP_BY_HOP and k != PRINCIPAL]
-    principal = [scope.get(auth.TENANT), scope.get(auth.KEY_ID), scope.get(auth.SCOPE)]
+    principal = [secret, scope.get(auth.TENANT), scope.get(auth.KEY_ID), scope.get(auth.SCOPE)]
     return [*headers, (PRINCIPAL, json.dumps(principal).encode())]
 
 
@@ -206,10 +276,13 @@ def _replaying(head: list[bytes], more: bool, receive: Receive) -> Receive:
 
 
 async def _helper_failed(scope: Scope, receive: Receive, send: Send) -> None:
+    keyed = any(k == b"idempotency-key" for k, _ in scope["headers"])
+    retry = ("Retry with the same Idempotency-Key to get the first answer, or to store it "
+             "once." if keyed else "Read the session before sending it again (a request "
+             "with an Idempotency-Key can be retried as it is).")  # fmt: skip
     response = error_response(
         503, "helper_failed", "the process that serves large bodies failed while it had "
-        "this request: it may or may not have been stored. Retry with the same "
-        "Idempotency-Key to get the first answer, or to store it once.",
+        f"this request: it may or may not have been stored. {retry}",
         headers={"Retry-After": "1"},
     )  # fmt: skip
     await response(scope, receive, send)

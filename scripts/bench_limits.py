@@ -127,16 +127,18 @@ def appends(http: httpx.Client, sid: str, count: int) -> list[float]:
 def post_over_and_over(base: str, path: str, body: bytes, stop: Any, out: Any) -> None:
     """In a process of its own: post ``body`` until ``stop`` is set; each (status,
     seconds) into ``out``, then None."""
-    with httpx.Client(base_url=base, timeout=TIMEOUT) as other:
-        while not stop.is_set():
-            started = time.perf_counter()
-            try:
-                r = other.post(path, content=body, headers=JSON)
-            except httpx.TimeoutException:
-                out.put((STALLED, time.perf_counter() - started))
-                break
-            out.put((r.status_code, time.perf_counter() - started))
-    out.put(None)
+    try:
+        with httpx.Client(base_url=base, timeout=TIMEOUT) as other:
+            while not stop.is_set():
+                started = time.perf_counter()
+                try:
+                    r = other.post(path, content=body, headers=JSON)
+                except httpx.TimeoutException:
+                    out.put((STALLED, time.perf_counter() - started))
+                    break
+                out.put((r.status_code, time.perf_counter() - started))
+    finally:
+        out.put(None)
 
 
 def under_load(base: str, path: str, body: bytes, http: httpx.Client, sid: str,
@@ -152,15 +154,19 @@ def under_load(base: str, path: str, body: bytes, http: httpx.Client, sid: str,
     stop, out = spawn.Event(), spawn.Queue()
     poster = spawn.Process(target=post_over_and_over, args=(base, path, body, stop, out))
     poster.start()
-    first = out.get(timeout=TIMEOUT)  # the first big body is in
-    big = [first] if first else []
+    big: list[tuple[int, float]] = []
+    first = None
     try:
+        first = out.get(timeout=TIMEOUT)  # the first big body is in
+        big += [first] if first else []
         return appends(http, sid, count), big
     finally:
         stop.set()
         while first is not None and (item := out.get(timeout=2 * TIMEOUT)) is not None:
             big.append(item)
-        poster.join()
+        poster.join(timeout=2 * TIMEOUT)
+        if poster.is_alive():
+            poster.kill()
 
 
 def stalled(run: tuple[list[float], list[tuple[int, float]]]) -> bool:

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import tempfile
 import threading
 import time
@@ -162,6 +163,61 @@ def test_the_key_is_checked_here_and_a_claimed_principal_is_ignored(
         assert len(http.get(f"/sessions/{sid}/dag", headers=acme).json()["nodes"]) == 1
 
 
+def test_an_early_answer_from_the_helper_is_the_answer(laned: str) -> None:
+    """The helper refuses a bad key before it reads the body, and hangs up: its answer
+    reaches the client (a large body fills the socket, so the send fails first)."""
+    with httpx.Client(base_url=laned, timeout=60) as http:
+        sid = http.post("/sessions", json={"title": "lane"}).json()["session_id"]
+        bad = http.post(f"/sessions/{sid}/nodes", json=big_node(900 * 1024),
+                        headers={"Idempotency-Key": "k" * 500})  # fmt: skip
+        assert bad.status_code == 400, bad.text
+        assert bad.json()["error"]["code"] == "invalid_idempotency_key"
+        assert bad.headers["ctxstore-lane"] == "helper"
+        # A path no route takes is this process's 404, its body never passed on.
+        nowhere = http.post("/nowhere", json=big_node(900 * 1024))
+        assert nowhere.status_code == 404 and "ctxstore-lane" not in nowhere.headers
+        assert http.get(f"/sessions/{sid}/dag").json()["nodes"] == []
+
+
+def test_a_length_beside_chunked_framing_is_not_passed_on(laned: str) -> None:
+    """A body sent chunked that also claims a Content-Length (the chunks win, as uvicorn
+    reads them) reaches the helper chunked, whole."""
+    with httpx.Client(base_url=laned, timeout=60) as http:
+        sid = http.post("/sessions", json={"title": "lane"}).json()["session_id"]
+    raw = json.dumps(big_node()).encode()
+    host, port = laned.removeprefix("http://").split(":")
+    head = (f"POST /sessions/{sid}/nodes HTTP/1.1\r\nHost: {host}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 100\r\n"
+            "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode()  # fmt: skip
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
+        sock.sendall(head + b"%x\r\n%b\r\n0\r\n\r\n" % (len(raw), raw))
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 201"), answer[:300]
+    assert b"ctxstore-lane: helper" in answer
+
+
+def test_the_helper_stops_when_its_api_process_is_killed(laned: str) -> None:
+    helper = helper_pid(laned)
+    server = int(Path(f"/proc/{helper}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    folder = next(arg for arg in Path(f"/proc/{helper}/cmdline").read_bytes().split(b"\0")
+                  if arg.endswith(b"helper.sock")).decode().rsplit("/", 1)[0]  # fmt: skip
+    os.kill(server, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{helper}").exists() and b"Z" not in _state(helper):
+        assert time.monotonic() < deadline, "the helper outlived its API process"
+        time.sleep(0.2)
+    assert not os.path.exists(folder)
+
+
+def _state(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return b"Z"
+
+
 def test_a_dead_helper_is_replaced_and_meanwhile_bodies_are_served_here(laned: str) -> None:
     with httpx.Client(base_url=laned, timeout=60) as http:
         sid = http.post("/sessions", json={"title": "lane"}).json()["session_id"]
@@ -172,13 +228,11 @@ def test_a_dead_helper_is_replaced_and_meanwhile_bodies_are_served_here(laned: s
         time.sleep(0.2)
         served_here = http.post(path, json=big_node())
         assert served_here.status_code == 201 and "ctxstore-lane" not in served_here.headers
-        time.sleep(1.1)  # a helper that keeps dying is restarted at most once a second
-        assert http.post(path, json=big_node()).status_code == 201  # this one restarts it
-        wait_for_helper(laned)
+        wait_for_helper(laned)  # the body above found it dead and started another
         again = http.post(path, json=big_node())
         assert again.status_code == 201 and again.headers["ctxstore-lane"] == "helper"
         assert helper_pid(laned) != first
-        assert len(http.get(f"/sessions/{sid}/dag").json()["nodes"]) == 4
+        assert len(http.get(f"/sessions/{sid}/dag").json()["nodes"]) == 3
 
 
 # ------------------------------------------------------------ in process
@@ -189,10 +243,14 @@ class FakeHelper:
 
     def __init__(self, folder: str) -> None:
         self.socket = os.path.join(folder, "helper.sock")
+        self.secret = "not-checked-here"
         self.starts = 0
 
     def ensure(self) -> None:
         self.starts += 1
+
+    def running(self) -> bool:
+        return False
 
     def stop(self) -> None:
         pass
@@ -216,6 +274,37 @@ def test_without_a_helper_a_large_body_is_served_here(
     assert answer.status_code == 201 and "ctxstore-lane" not in answer.headers
     assert helper.starts == 2  # with the app, and again when the large body came
     assert len(client.get(f"/sessions/{sid}/dag").json()["nodes"]) == 1
+
+
+def test_health_says_the_lane_is_starting_until_the_helper_answers(
+    lane_client: tuple[TestClient, FakeHelper],
+) -> None:
+    client, _ = lane_client
+    assert client.get("/health").json()["large_body_lane"] == "starting"
+
+
+def test_a_claimed_principal_needs_the_helper_secret_and_a_unix_socket_peer(
+    runtime: Any, store_url: str
+) -> None:
+    engine = create_engine(sqlalchemy_url(store_url))
+    try:
+        KeyStore(engine).create("acme", "write")  # keys exist: no zero set-up
+    finally:
+        engine.dispose()
+    app = create_app(runtime, lane_secret="right")
+
+    def claiming(proof: str) -> dict[str, str]:
+        return {"ctxstore-principal": json.dumps([proof, "acme", None, "write"]), **JSON}
+
+    async def post(peer: Any, proof: str) -> int:
+        transport = httpx.ASGITransport(app=app, client=peer)
+        async with httpx.AsyncClient(transport=transport, base_url=LOCAL) as http:
+            answer = await http.post("/sessions", content=b"{}", headers=claiming(proof))
+            return answer.status_code
+
+    assert asyncio.run(post(None, "wrong")) == 401
+    assert asyncio.run(post(("127.0.0.1", 5000), "right")) == 401  # a TCP peer
+    assert asyncio.run(post(None, "right")) == 201
 
 
 def hanging_up(path: str) -> threading.Event:
