@@ -179,8 +179,10 @@ class LargeBodyLane:
                     raise TimeoutError(f"the helper did not answer in {ANSWER_TIMEOUT:g} s")
             return answer.result()
         finally:
-            upload.cancel()
-            answer.cancel()
+            for task in (upload, answer):
+                task.cancel()
+                if task.done() and not task.cancelled():
+                    task.exception()  # seen: asyncio would log it as never retrieved
 
 
 async def _pass_on(scope: Scope, head: list[bytes], more: bool, receive: Receive,
