@@ -109,6 +109,11 @@ def is_json(content_type: str) -> bool:
     )
 
 
+def routed(routes: Sequence[BaseRoute], scope: Scope) -> bool:
+    """Whether one of ``routes`` takes the request (path and method)."""
+    return any(route.matches(scope)[0] is Match.FULL for route in routes)
+
+
 class JsonCommands:
     """Refuse a command whose body is not declared JSON (``415``).
 
@@ -118,11 +123,9 @@ class JsonCommands:
     def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute]) -> None:
         self.app, self.routes = app, routes
 
-    def _routed(self, scope: Scope) -> bool:
-        return any(route.matches(scope)[0] is Match.FULL for route in self.routes)
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] in COMMAND_METHODS and self._routed(scope):
+        command = scope["type"] == "http" and scope["method"] in COMMAND_METHODS
+        if command and routed(self.routes, scope):
             headers = Headers(scope=scope)
             has_body = headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
             if (scope["method"] == "POST" or has_body) and not is_json(

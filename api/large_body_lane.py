@@ -35,10 +35,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import h11
-from starlette.routing import BaseRoute, Match
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import auth
+from api.browser_safety import routed
 from api.errors import error_response
 from api.helper_server import HelperServer
 from api.limits import content_length
@@ -104,7 +105,7 @@ class LargeBodyLane:
             return False
         if scope.get(auth.TENANT) is None:  # refused before (the app answers), or no auth
             return False
-        return any(route.matches(scope)[0] is Match.FULL for route in self.routes)
+        return routed(self.routes, scope)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._passes(scope):
