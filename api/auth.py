@@ -94,10 +94,14 @@ def _forwarded(scope: Scope, secret: str) -> tuple[str, str | None, str] | None:
         if name == FORWARDED_PRINCIPAL:
             try:
                 proof, tenant, key_id, key_scope = json.loads(value)
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, RecursionError):
                 return None
-            if isinstance(proof, str) and hmac.compare_digest(proof, secret):
-                return str(tenant), key_id, str(key_scope)
+            if not all(isinstance(v, str) for v in (proof, tenant, key_scope)):
+                return None
+            if key_id is not None and not isinstance(key_id, str):
+                return None
+            if hmac.compare_digest(proof.encode(), secret.encode()):  # any text: bytes
+                return tenant, key_id, key_scope
     return None
 
 

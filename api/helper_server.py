@@ -10,8 +10,10 @@ its own holds its own lock, so the API process only passes the bytes on
 
 The helper is ``api.bootstrap:bootstrap`` with the parent's settings and no
 lane of its own.  It is started with the app and stopped with it, started
-again if it dies (after a second, doubling while it keeps dying), and until
-it takes connections the lane serves large bodies in the process as before.
+again by the next large body if it dies (a second after its last start,
+doubling while it keeps dying; each exit is logged as it happens), killed
+and replaced if it is stuck, and until it takes connections the lane serves
+large bodies in the process as before.
 It is used on PostgreSQL only: there, any number of processes write and project one store side by
 side (README, *Deployment*); SQLite is one process's file.
 """
@@ -28,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 log = logging.getLogger("ctxstore.api")
@@ -44,6 +46,11 @@ DEFAULT_THRESHOLD = 256 * 1024  # bytes: from here a body's handling costs more 
 HELPER_NICENESS = 10
 RESPAWN_AFTER = 1.0  # seconds before a dead helper is started again, doubled each time
 RESPAWN_MAX = 60.0
+HELPER_COMMAND = (sys.executable, "-m", "uvicorn", "api.bootstrap:bootstrap", "--factory",
+                  "--uds", "{socket}", "--workers", "1", "--no-proxy-headers",
+                  "--lifespan", "on", "--log-level", "warning", "--no-access-log",
+                  "--timeout-keep-alive", "5")  # fmt: skip
+FAILED_IN_A_ROW = 3  # requests the helper failed in a row before it is replaced
 
 
 def lane_threshold(env: Mapping[str, str], database_url: str, partitions: int = 2) -> int:
@@ -80,7 +87,8 @@ class HelperServer:
     worker a helper of its own.
     """
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], command: Sequence[str] | None = None) -> None:
+        """``command``: what runs instead of the helper server (tests)."""
         path = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         # uvicorn reads its own options from the environment: a helper is one
         # process on its socket, whatever the API process was started with.
@@ -91,49 +99,86 @@ class HelperServer:
         self.socket = ""
         self.secret = ""
         self._proc: subprocess.Popen[bytes] | None = None
+        self._command = list(command or HELPER_COMMAND)
         self._alive: int | None = None  # our end of the helper's parent pipe
         self._started = 0.0
-        self._failures = 0
+        self._failures = 0  # starts in a row that died before they served
+        self._failed_requests = 0  # requests in a row the helper failed
         self.starts = 0
 
     def ensure(self) -> None:
-        """Start the helper if it is not running; one that keeps dying is started again
-        after ``RESPAWN_AFTER`` seconds, doubling up to ``RESPAWN_MAX``."""
+        """Start the helper if it is not running.  One that keeps dying is started
+        again ``RESPAWN_AFTER`` seconds after its last start, then twice that, and so
+        on up to ``RESPAWN_MAX``; until then large bodies are served in the process.
+        ``OSError``: it could not be started now (the caller serves in the process)."""
         if self._owner != os.getpid():
             self._own()
-        if self._proc is not None and self._proc.poll() is None:
-            return
-        if self._proc is not None:
-            wait = min(RESPAWN_MAX, RESPAWN_AFTER * 2 ** max(0, self._failures - 1))
-            if time.monotonic() - self._started < wait:
+        proc = self._proc
+        if proc is not None:
+            if proc.poll() is None:
                 return
+            self._proc = None
+            self._failures += 1  # its exit was logged by its watcher
+        wait = min(RESPAWN_MAX, RESPAWN_AFTER * 2 ** max(0, self._failures - 1))
+        if self._failures and time.monotonic() - self._started < wait:
+            raise OSError(f"the large-body helper is restarted {wait:g} s after its last start")
+        self._started = time.monotonic()
+        try:
+            self._spawn()
+        except OSError as exc:  # out of file descriptors or processes, say
             self._failures += 1
-            log.warning("the large-body helper exited (%s); starting another",
-                        self._proc.returncode)  # fmt: skip
+            log.warning("the large-body helper could not be started: %s", exc)
+            raise
+
+    def _spawn(self) -> None:
         if os.path.exists(self.socket):
             os.unlink(self.socket)  # a dead helper's: the new one binds afresh
         if self._alive is not None:
             os.close(self._alive)
-        theirs, self._alive = os.pipe()
+            self._alive = None
+        theirs, alive = os.pipe()
         env = {**self._env, HELPER_ENV: str(theirs), SECRET_ENV: self.secret,
                SOCKET_ENV: self.socket}  # fmt: skip
-        argv = [sys.executable, "-m", "uvicorn", "api.bootstrap:bootstrap", "--factory",
-                "--uds", self.socket, "--workers", "1", "--no-proxy-headers",
-                "--lifespan", "on", "--log-level", "warning", "--no-access-log",
-                "--timeout-keep-alive", "5"]  # fmt: skip
+        argv = [arg.replace("{socket}", self.socket) for arg in self._command]
         try:
-            self._proc = subprocess.Popen(argv, cwd=ROOT, env=env, pass_fds=(theirs,))
+            proc = subprocess.Popen(argv, cwd=ROOT, env=env, pass_fds=(theirs,))
+        except OSError:
+            os.close(alive)
+            raise
         finally:
             os.close(theirs)
-        self._started = time.monotonic()
+        self._proc, self._alive = proc, alive
         self.starts += 1
+        threading.Thread(target=self._watch, args=(proc,), name="ctxstore-lane-watch",
+                         daemon=True).start()  # fmt: skip
+
+    def _watch(self, proc: subprocess.Popen[bytes]) -> None:
+        """Log the helper's exit when it happens (not when the next large body finds it)."""
+        code = proc.wait()
+        if self._proc is proc:  # not stopped with the app
+            log.warning("the large-body helper (pid %s) exited with %s; the next large "
+                        "body starts another", proc.pid, code)  # fmt: skip
 
     def running(self) -> bool:
-        """Whether the helper served its first request without dying (resets the backoff)."""
+        """Whether the helper served a request and is still up (resets the backoff)."""
         if self._proc is not None and self._proc.poll() is None:
-            self._failures = 0
+            self._failures = self._failed_requests = 0
             return True
         return False
+
+    def failed(self, stuck: bool) -> None:
+        """A request failed once the helper had it.  A helper that is ``stuck`` (it did
+        not read or answer in time) or failed ``FAILED_IN_A_ROW`` requests in a row is
+        killed: left running, each large body would wait out its timeouts and end in a
+        503.  The next large body starts another (``ensure``)."""
+        self._failed_requests += 1
+        proc = self._proc
+        if (stuck or self._failed_requests >= FAILED_IN_A_ROW) and proc is not None:
+            if proc.poll() is None:
+                log.warning("the large-body helper (pid %s) %s; killing it", proc.pid,
+                            "is stuck" if stuck else "failed requests in a row")  # fmt: skip
+                proc.kill()  # reaped by its watcher
+            self._proc, self._failed_requests = None, 0  # the next one starts at once
 
     def _own(self) -> None:
         self._owner = os.getpid()
@@ -147,6 +192,7 @@ class HelperServer:
         return self._proc.pid if self._proc is not None else None
 
     def stop(self) -> None:
+        """Stop the helper and remove its folder (blocks: up to 15 s for it to exit)."""
         if self._owner != os.getpid():
             return  # built here, never started here
         proc, self._proc = self._proc, None
@@ -161,6 +207,7 @@ class HelperServer:
             os.close(self._alive)
             self._alive = None
         shutil.rmtree(self._folder, ignore_errors=True)
+        self._owner = 0  # the folder is gone: a later start makes another
 
 
 def become_helper(alive: int, socket: str) -> None:

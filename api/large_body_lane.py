@@ -16,21 +16,27 @@ given to the client whole.  Why: ``api.helper_server``.
 - If the helper fails once it has the request (it hangs up, stops reading,
   or does not answer in ``ANSWER_TIMEOUT``), whether it stored the command is
   unknown: ``503 helper_failed``, and a retry with the same
-  ``Idempotency-Key`` returns the first answer or stores it once.
+  ``Idempotency-Key`` returns the first answer or stores it once.  The
+  helper is told (``HelperServer.failed``): one that is stuck is killed, and
+  the next large body starts another.
 - Every answer from the helper carries ``ctxstore-lane: helper``.
 
-The bytes are passed on with asyncio's own streams, one connection per
+The bytes are passed on over a plain non-blocking socket, one connection per
 request: this process's share of a large body is then what uvicorn costs to
-receive it and one socket write per chunk.  An HTTP client library cost
-several times that per chunk, and a flood of 8 MB bodies kept this process's
-event loop half busy (``scripts/bench_limits.py``).  h11 (uvicorn's parser)
-reads the helper's answer.
+receive it and one ``send`` per chunk.  An HTTP client library cost several
+times that per chunk, and a flood of 8 MB bodies kept this process's event
+loop half busy (``scripts/bench_limits.py``).  Not asyncio's streams either:
+when a write fails there (the helper answered early and hung up), the
+transport is torn down and the answer already on the socket is lost.  On a
+socket, a failed ``send`` leaves the answer to ``recv``.  h11 (uvicorn's
+parser) reads it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,6 +61,7 @@ OUR_OWN = (b"access-control-", b"vary", b"date", b"server")
 ANSWER_TIMEOUT = 600.0  # seconds: a command may wait on a summarizer; a dead helper ends it
 CONNECT_TIMEOUT = 2.0
 READ_SIZE = 64 * 1024
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]  # the helper's status, headers, body
 
 
 class HelperFailed(Exception):
@@ -68,7 +75,10 @@ class Lane:
         self.helper, self.threshold = helper, threshold
 
     def start(self) -> None:
-        self.helper.ensure()
+        try:
+            self.helper.ensure()
+        except OSError:
+            pass  # logged; large bodies are served in the process until it starts
 
     async def ready(self) -> bool:
         """Whether the helper answers an HTTP request now (``/health`` shows it)."""
@@ -88,7 +98,7 @@ class Lane:
             writer.close()
 
     async def close(self) -> None:
-        self.helper.stop()
+        await asyncio.to_thread(self.helper.stop)  # it may wait for the helper to exit
 
 
 class LargeBodyLane:
@@ -127,41 +137,41 @@ class LargeBodyLane:
         if size < threshold:
             await self.app(scope, _replaying(head, more, receive), send)
             return
-        self.lane.helper.ensure()
+        helper = self.lane.helper
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(self.lane.helper.socket), CONNECT_TIMEOUT
-            )
-        except (OSError, TimeoutError):  # not up yet: served here, with what was read so far
+            helper.ensure()
+            sock = await _connect(helper.socket)
+        except (OSError, TimeoutError):  # not up (yet): served here, with what was read so far
             await self.app(scope, _replaying(head, more, receive), send)
             return
         try:
-            answer = await self._exchange(scope, head, more, receive, reader, writer)
+            answer = await self._exchange(scope, head, more, receive, sock)
         except ConnectionAbortedError:
             return  # the client went away: nothing to answer
-        except (OSError, HelperFailed, TimeoutError):
+        except (OSError, HelperFailed, TimeoutError) as failure:
+            helper.failed(stuck=isinstance(failure, TimeoutError))
             await _helper_failed(scope, receive, send)
             return
         finally:
-            writer.close()
-        self.lane.helper.running()
+            sock.close()  # at once: what was not sent is dropped, never delivered later
+        helper.running()
         status, headers, body = answer
         await send({"type": "http.response.start", "status": status,
                     "headers": [*headers, SERVED_BY]})  # fmt: skip
         await send({"type": "http.response.body", "body": body})
 
     async def _exchange(self, scope: Scope, head: list[bytes], more: bool, receive: Receive,
-                        reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                        ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:  # fmt: skip
+                        sock: socket.socket) -> Answer:  # fmt: skip
         """Send the request while reading the answer: the helper may answer before the
         body is in (a bad key, say) and close, and its answer is the one to give."""
         secret = self.lane.helper.secret
         upload = asyncio.create_task(
-            _pass_on(scope, head, more, receive, writer, secret, self.body_timeout)
+            _pass_on(scope, head, more, receive, sock, secret, self.body_timeout)
         )
-        answer = asyncio.create_task(_answer(reader, scope))
+        answer = asyncio.create_task(_answer(sock, scope))
+        tasks = [upload, answer]
         try:
-            await asyncio.wait({upload, answer}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             if upload.done() and not answer.done():
                 failed = upload.exception()
                 if failed is not None and not isinstance(
@@ -169,26 +179,42 @@ class LargeBodyLane:
                 ):
                     raise failed  # BodyLimits' refusal, the client gone, a wedged helper
                 # The whole body is in (or the helper hung up on it): its answer, unless
-                # the client goes first.
+                # the client goes first, or the rest of its body breaks a limit here.
                 gone = asyncio.create_task(_disconnect(receive))
+                tasks.append(gone)
                 done, _ = await asyncio.wait({answer, gone}, timeout=ANSWER_TIMEOUT,
                                              return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-                gone.cancel()
-                if gone in done:
+                if gone in done and answer not in done:
+                    gone.result()  # a RequestRefused (408, 413) is this process's answer
                     raise ConnectionAbortedError("the client went away awaiting the answer")
                 if not done:
                     raise TimeoutError(f"the helper did not answer in {ANSWER_TIMEOUT:g} s")
             return answer.result()
         finally:
-            for task in (upload, answer):
+            for task in tasks:
                 task.cancel()
-                if task.done() and not task.cancelled():
-                    task.exception()  # seen: asyncio would log it as never retrieved
+            # Each one's end is seen (asyncio would log it as never retrieved), and none
+            # still waits on the socket when it is closed.
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _connect(path: str) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            await asyncio.get_running_loop().sock_connect(sock, path)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 async def _pass_on(scope: Scope, head: list[bytes], more: bool, receive: Receive,
-                   writer: asyncio.StreamWriter, secret: str, timeout: float) -> None:  # fmt: skip
-    """The request, its body as it arrives (chunked if the client's was)."""
+                   sock: socket.socket, secret: str, timeout: float) -> None:  # fmt: skip
+    """The request, its body as it arrives (chunked if the client's was); each piece
+    must be taken by the helper within ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
     chunked = _chunked(scope)
     target = scope.get("raw_path") or scope["path"].encode()
     if scope.get("query_string"):
@@ -197,29 +223,31 @@ async def _pass_on(scope: Scope, head: list[bytes], more: bool, receive: Receive
     lines += [k + b": " + v for k, v in _request_headers(scope, secret)
               if not (chunked and k == b"content-length")]  # fmt: skip
     lines += [b"transfer-encoding: chunked"] if chunked else []
-    writer.write(b"\r\n".join([*lines, b"connection: close", b"", b""]))
 
-    def put(chunk: bytes) -> None:
-        if not chunked:
-            writer.write(chunk)
-        elif chunk:
-            writer.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+    def framed(chunk: bytes) -> bytes:
+        if not chunked or not chunk:
+            return chunk
+        return b"%x\r\n%b\r\n" % (len(chunk), chunk)
 
-    for chunk in head:
-        put(chunk)
+    async def put(data: bytes) -> None:
+        if data:
+            async with asyncio.timeout(timeout):
+                await loop.sock_sendall(sock, data)
+
+    await put(b"\r\n".join([*lines, b"connection: close", b"", b""]) + framed(b"".join(head)))
     while more:
-        await asyncio.wait_for(writer.drain(), timeout)
         message = await receive()  # BodyLimits' bounds: a refusal ends the forward
         if message["type"] != "http.request":
             raise ConnectionAbortedError("the client went away mid-body")
-        put(message.get("body", b""))
+        await put(framed(message.get("body", b"")))
         more = message.get("more_body", False)
     if chunked:
-        writer.write(b"0\r\n\r\n")
-    await asyncio.wait_for(writer.drain(), timeout)
+        await put(b"0\r\n\r\n")
 
 
 async def _disconnect(receive: Receive) -> None:
+    """Returns when the client has gone; the rest of a body the helper hung up on is
+    read meanwhile (and bounded: ``RequestRefused``)."""
     while (await receive())["type"] != "http.disconnect":
         pass
 
@@ -231,13 +259,13 @@ def _chunked(scope: Scope) -> bool:
     return content_length(scope) is None or any(k == b"transfer-encoding" for k, _ in headers)
 
 
-async def _answer(reader: asyncio.StreamReader,
-                  scope: Scope) -> tuple[int, list[tuple[bytes, bytes]], bytes]:  # fmt: skip
+async def _answer(sock: socket.socket, scope: Scope) -> Answer:
     """The helper's status, headers (those passed back) and body."""
     parser = h11.Connection(h11.CLIENT)
     parser.send(h11.Request(method=scope["method"], target="/",
                             headers=[("host", "helper"), ("content-length", "0")]))  # fmt: skip
     parser.send(h11.EndOfMessage())  # the request's bytes go out in _pass_on, not through h11
+    loop = asyncio.get_running_loop()
     status, headers, body = 0, [], bytearray()
     while True:
         try:
@@ -245,7 +273,7 @@ async def _answer(reader: asyncio.StreamReader,
         except h11.RemoteProtocolError as exc:
             raise HelperFailed(str(exc)) from None
         if event is h11.NEED_DATA:
-            parser.receive_data(await reader.read(READ_SIZE))
+            parser.receive_data(await loop.sock_recv(sock, READ_SIZE))
         elif isinstance(event, h11.Response):
             status = event.status_code
             headers = [(k, v) for k, v in event.headers if _passed_back(k)]

@@ -26,6 +26,7 @@ import pytest
 from sqlalchemy import create_engine
 from starlette.testclient import TestClient
 
+from api import auth
 from api.app import create_app
 from api.helper_server import DEFAULT_THRESHOLD, lane_threshold
 from api.large_body_lane import Lane
@@ -235,6 +236,39 @@ def test_a_dead_helper_is_replaced_and_meanwhile_bodies_are_served_here(laned: s
         assert len(http.get(f"/sessions/{sid}/dag").json()["nodes"]) == 3
 
 
+def test_a_stuck_helper_is_killed_and_replaced(store_url: str) -> None:
+    """A helper that stops reading (stopped here with SIGSTOP) fails its request within
+    the body timeout, and is killed: the next large bodies do not wait on it."""
+    if not store_url.startswith("postgresql"):
+        pytest.skip("the large-body lane runs on PostgreSQL only")
+    with serving(store_url, **LANED, CTXSTORE_BODY_TIMEOUT="2") as base:
+        wait_for_helper(base)
+        stuck = helper_pid(base)
+        os.kill(stuck, signal.SIGSTOP)
+        try:
+            with httpx.Client(base_url=base, timeout=60) as http:
+                sid = http.post("/sessions", json={"title": "lane"}).json()["session_id"]
+                path = f"/sessions/{sid}/nodes"
+                failed = http.post(path, json=big_node(900 * 1024))
+                assert failed.status_code == 503, failed.text
+                assert failed.json()["error"]["code"] == "helper_failed"
+                deadline = time.monotonic() + 30
+                while _state(stuck) != b"Z":
+                    assert time.monotonic() < deadline, "the stuck helper was not killed"
+                    time.sleep(0.1)
+                assert http.post(path, json=big_node()).status_code == 201
+                wait_for_helper(base)
+                assert helper_pid(base) != stuck
+                again = http.post(path, json=big_node())
+                assert again.status_code == 201 and again.headers["ctxstore-lane"] == "helper"
+                assert len(http.get(f"{path.rsplit('/', 1)[0]}/dag").json()["nodes"]) == 2
+        finally:
+            try:
+                os.kill(stuck, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+
 # ------------------------------------------------------------ in process
 
 
@@ -245,12 +279,16 @@ class FakeHelper:
         self.socket = os.path.join(folder, "helper.sock")
         self.secret = "not-checked-here"
         self.starts = 0
+        self.failures: list[bool] = []  # each failed request: whether the helper was stuck
 
     def ensure(self) -> None:
         self.starts += 1
 
     def running(self) -> bool:
         return False
+
+    def failed(self, stuck: bool) -> None:
+        self.failures.append(stuck)
 
     def stop(self) -> None:
         pass
@@ -293,18 +331,26 @@ def test_a_claimed_principal_needs_the_helper_secret_and_a_unix_socket_peer(
         engine.dispose()
     app = create_app(runtime, lane_secret="right")
 
-    def claiming(proof: str) -> dict[str, str]:
-        return {"ctxstore-principal": json.dumps([proof, "acme", None, "write"]), **JSON}
+    def claiming(proof: Any, tenant: Any = "acme") -> dict[str, str]:
+        return {"ctxstore-principal": json.dumps([proof, tenant, None, "write"]), **JSON}
 
-    async def post(peer: Any, proof: str) -> int:
+    async def post(peer: Any, proof: Any, tenant: Any = "acme") -> int:
         transport = httpx.ASGITransport(app=app, client=peer)
         async with httpx.AsyncClient(transport=transport, base_url=LOCAL) as http:
-            answer = await http.post("/sessions", content=b"{}", headers=claiming(proof))
+            answer = await http.post("/sessions", content=b"{}",
+                                     headers=claiming(proof, tenant))  # fmt: skip
             return answer.status_code
 
     assert asyncio.run(post(None, "wrong")) == 401
     assert asyncio.run(post(("127.0.0.1", 5000), "right")) == 401  # a TCP peer
+    # Malformed claims are no claim (the key is then required), never a 500.
+    assert asyncio.run(post(None, "r\u00efght")) == 401
+    assert asyncio.run(post(None, ["right"])) == 401
+    assert asyncio.run(post(None, "right", tenant={"not": "text"})) == 401
+    assert asyncio.run(post(None, "right", tenant=[[[[[[]]]]]] * 2)) == 401
     assert asyncio.run(post(None, "right")) == 201
+    deep = {"headers": [(auth.FORWARDED_PRINCIPAL, b"[" * 50_000 + b"]" * 50_000)]}
+    assert auth._forwarded(deep, "right") is None  # a RecursionError in json is no claim
 
 
 def hanging_up(path: str) -> threading.Event:
