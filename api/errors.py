@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from domain import errors as domain_errors
@@ -166,6 +166,15 @@ async def restart_required(request: Request, exc: Exception) -> Response:
     return error_response(503, "restart_required", str(exc))
 
 
+async def client_disconnected(request: Request, exc: Exception) -> Response:
+    """The client hung up before its body was in: nothing was parsed or stored, and
+    nobody is left to answer (the response goes nowhere).  Not a server error, so no
+    traceback in the log."""
+    log.info("%s %s: the client went away before its body was in", request.method,
+             request.url.path)  # fmt: skip
+    return error_response(400, "client_disconnected", "the request body did not arrive whole")
+
+
 async def internal_error(request: Request, exc: Exception) -> Response:
     # Starlette re-raises after this response is sent, so the server logs the
     # traceback; the client only ever sees the code.
@@ -180,6 +189,7 @@ HANDLERS: dict[Any, Any] = {
     SummarizerError: summarizer_error,
     WriteContention: write_contention,
     PartitionCountChanged: restart_required,
+    ClientDisconnect: client_disconnected,
     **dict.fromkeys(DATABASE_ERRORS, database_unavailable),
     Exception: internal_error,
 }

@@ -3,6 +3,7 @@ with the right status, and never leaks a traceback."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import uuid
@@ -76,6 +77,34 @@ def test_unexpected_exception_is_a_bare_500(runtime: Any) -> None:
     err = error_of(r, 500, "internal")
     assert err["details"] == {}
     assert "secret" not in r.text and "Traceback" not in r.text and "RuntimeError" not in r.text
+
+
+def test_a_client_gone_mid_body_is_no_server_error(
+    client: TestClient, sid: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client that hangs up before its body is in stores nothing, and is not logged as
+    an exception in the application (uvicorn's "Exception in ASGI application")."""
+    app = client.app
+    scope = {"type": "http", "method": "POST", "path": f"/sessions/{sid}/nodes",
+             "raw_path": f"/sessions/{sid}/nodes".encode(), "query_string": b"",
+             "root_path": "", "scheme": "http", "http_version": "1.1",
+             "server": ("localhost", 80), "client": ("127.0.0.1", 5000),
+             "headers": [(b"host", b"localhost"), (b"content-type", b"application/json"),
+                         (b"content-length", b"1000")]}  # fmt: skip
+    arriving = [{"type": "http.request", "body": b'{"role": "user", ', "more_body": True},
+                {"type": "http.disconnect"}]  # fmt: skip
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return arriving.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))  # raises nothing
+    assert sent[0]["status"] == 400
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    assert len(client.get(f"/sessions/{sid}/dag").json()["nodes"]) == 2
 
 
 def test_a_busy_database_is_a_retryable_503(runtime: Any, sid: str) -> None:
