@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from urllib.parse import unquote, urlparse
 
 DEFAULT_URL = "sqlite:///ctxstore.db"
+POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 # eventsourcing's PostgreSQL recorder hangs on large events (projections.pg_events).
 PG_RECORDER_TOPIC = "projections.pg_events:UnpipelinedRecorder"
 
@@ -67,7 +68,7 @@ def eventsourcing_env(url: str) -> dict[str, str]:
             "SQLITE_DBNAME": path,
             "SQLITE_LOCK_TIMEOUT": "30",
         }
-    if parsed.scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+    if parsed.scheme in POSTGRES_SCHEMES:
         env = {
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
             "POSTGRES_DBNAME": parsed.path.lstrip("/") or "ctxstore",
@@ -78,6 +79,11 @@ def eventsourcing_env(url: str) -> dict[str, str]:
         }
         return env
     raise ValueError(f"unsupported database URL {url!r}: use sqlite:/// or postgresql://")
+
+
+def is_postgres(url: str) -> bool:
+    """Whether ``url`` names a PostgreSQL database (else it is a SQLite file)."""
+    return urlparse(url).scheme in POSTGRES_SCHEMES
 
 
 def sqlalchemy_url(url: str) -> str:

@@ -171,3 +171,17 @@ def first_event(recorder: Any, conn: Any, originator_id: UUID) -> Any:
         return None
     return StoredEvent(originator_id=UUID(row[0]), originator_version=row[1], topic=row[2],
                        state=bytes(row[3]))  # fmt: skip
+
+
+def topic_positions(recorder: Any, conn: Any, start: int, stop: int, topic: str) -> list[int]:
+    """The ids of ``topic``'s notifications from ``start`` to ``stop``, inclusive: no
+    state is read (``projections.erasure_watch`` looks for rare ones often)."""
+    if conn.dialect.name == "sqlite":
+        table, column = recorder.events_table_name, "rowid"
+    else:
+        table = f'"{recorder.datastore.schema}"."{recorder.events_table_name}"'
+        column = "notification_id"
+    statement = text(f"SELECT {column} FROM {table} WHERE {column} >= :start AND "
+                     f"{column} <= :stop AND topic = :topic ORDER BY {column}")  # fmt: skip
+    return [int(row[0]) for row in conn.execute(statement, {"start": start, "stop": stop,
+                                                            "topic": topic})]  # fmt: skip

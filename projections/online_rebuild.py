@@ -87,7 +87,10 @@ def online_rebuild(url: str, progress: Progress | None = None, expect_identical:
             # the shadow splits sessions as the live rows do, so that partition by
             # partition both stop at the same position
             processor = Processor(
-                app, shadow, policy, partitions=live.ensure_tracking(parts.configured())
+                app,
+                shadow,
+                policy,
+                partitions=live.ensure_tracking(parts.configured(postgres=not live.is_sqlite)),
             )
             total = app.recorder.max_notification_id() or 0
             on_page = (lambda done: progress(done, total)) if progress is not None else None

@@ -18,12 +18,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, and_, or_, select
 
-from domain.erasure import ERASURE_TOPIC
 from projections import tables as t
 from projections import tracking
-from projections.notification_reads import select_notifications
 from projections.partitions import Partitioner
-from projections.pg_events import forget_recent_states
 from projections.projector import Projector
 from projections.records import NodeRow, SessionRow, node_key
 from projections.session_rows import SessionRows
@@ -82,8 +79,14 @@ class Part:
 
 def synced(processor: Processor, part: Part, conn: Connection, position: int) -> Projector:
     projector = part.projector
-    if (projector is None or projector.position > position
-            or _erased(processor, projector, position, conn)):  # fmt: skip
+    # Whatever this partition holds, the process may hold erased states: looked for
+    # once for all partitions (``projections.erasure_watch``).
+    erased = processor.erasures.between(
+        conn, None if projector is None else projector.position, position
+    )
+    if erased and projector is not None:
+        processor.resets += 1
+    if projector is None or projector.position > position or erased:
         source = part.rows if part.lazy else None
         projector = Projector(processor.policy_at, part.store.commit_rows, source, part.budget)
         projector.position = 0
@@ -98,23 +101,6 @@ def synced(processor: Processor, part: Part, conn: Connection, position: int) ->
     part.sync_foreign(projector, processor.partitioner)
     part.projector = projector
     return projector
-
-
-def _erased(processor: Processor, projector: Projector, position: int, conn: Connection) -> bool:
-    """Whether another process erased a session since ``projector`` last caught up.
-
-    An erasure rewrites the projection tables below its own position too
-    (``service/erasure.py``), so rows read since are not enough: what this
-    process holds in memory may show erased content.  It starts over.
-    """
-    if projector.position >= position:
-        return False
-    found = select_notifications(processor.app.recorder, conn, projector.position + 1, 1,
-                                 stop=position, topics=[ERASURE_TOPIC])  # fmt: skip
-    if found:
-        processor.resets += 1
-        forget_recent_states(processor.app.recorder)
-    return bool(found)
 
 
 def _load(part: Part, projector: Projector, conn: Connection, split: bool) -> None:

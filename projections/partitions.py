@@ -23,14 +23,22 @@ from typing import Any
 from uuid import UUID
 
 PARTITIONS = 1  # SQLite's default: one writer at a time anyway
+# PostgreSQL's: one partition's sessions are projected in one order, so with
+# one a session's append waited for every other session's projection before
+# it (an 8 MB node's: 54-60 ms against 8 ms alone, scripts/bench_limits.py),
+# and the processes of a deployment could not project side by side.  An
+# append costs the same at 8 as at 1 (its baseline 7.9 against 9.0 ms) and a
+# rebuild too (19.9 against 20.0 s, README Benchmarks).
+POSTGRES_PARTITIONS = 8
 
 
-def configured(env: Mapping[str, str] | None = None) -> int:
-    """``CTXSTORE_PARTITIONS``: partitions for a store whose tracking rows are new."""
+def configured(env: Mapping[str, str] | None = None, *, postgres: bool = False) -> int:
+    """``CTXSTORE_PARTITIONS``: partitions for a store whose tracking rows are new;
+    unset, ``POSTGRES_PARTITIONS`` for a ``postgres`` store, else ``PARTITIONS``."""
     env = os.environ if env is None else env
     text = env.get("CTXSTORE_PARTITIONS", "").strip()
     if not text:
-        return PARTITIONS
+        return POSTGRES_PARTITIONS if postgres else PARTITIONS
     try:
         value = int(text)
     except ValueError:

@@ -63,7 +63,7 @@ class RecentStates:
     process's own, moments later: reading the event back took it 50 ms,
     much of it decoding with the interpreter lock held (issue 13).  Only an
     erasure rewrites a stored state, and every process clears this when it
-    learns of one (``service/erasure.py``, ``projections/part_sync._erased``):
+    learns of one (``service/erasure.py``, ``projections/erasure_watch``):
     otherwise the bytes sent are the bytes it would read.
     """
 
@@ -264,3 +264,8 @@ def forget_recent_states(recorder: Any) -> None:
     recent = getattr(recorder, "recent", None)
     if isinstance(recent, RecentStates):
         recent.clear()
+
+
+def holds_recent_states(recorder: Any) -> bool:
+    recent = getattr(recorder, "recent", None)
+    return isinstance(recent, RecentStates) and bool(recent._states)

@@ -31,6 +31,7 @@ from domain.application import CtxStore
 from domain.erasure import ERASURE_TOPIC
 from domain.policy import Policy
 from projections import partitions as parts
+from projections.erasure_watch import ErasureWatch
 from projections.notification_reads import first_event, select_notifications
 from projections.part_sync import Part, synced
 from projections.projector import Projector
@@ -59,16 +60,21 @@ class Processor:
         ``partitions``: P for a store with no tracking rows yet (``CTXSTORE_PARTITIONS``)."""
         self.app = app
         self.store = store
-        self.partitions = store.ensure_tracking(partitions or parts.configured())
+        self.partitions = store.ensure_tracking(
+            partitions or parts.configured(postgres=not store.is_sqlite)
+        )
         self.partitioner = parts.Partitioner(self.partitions, self._first_event)
         # With several partitions a partition reads other partitions' sessions
         # from their rows, so it needs the working set's lazy lookups.
         lazy = working_set is not None or self.partitions > 1
         self.budget = working_set or 0  # 0: no working set (the whole store)
-        budget = working_set or WHOLE_STORE
+        # The budget is the process's: each partition holds its share of it (a
+        # partition lets its own least recently used sessions go).
+        budget = -(-working_set // self.partitions) if working_set else WHOLE_STORE
         self.parts = [Part(i, store, lazy, budget) for i in range(self.partitions)]
-        history = store.record_policy(policy, app.recorder.max_notification_id() or 0,
-                                      self.partitions)  # fmt: skip
+        log_position = app.recorder.max_notification_id() or 0
+        history = store.record_policy(policy, log_position, self.partitions)
+        self.erasures = ErasureWatch(app.recorder, log_position)
         self.starts = [start for start, _ in history]
         self.policies = [p for _, p in history]
         self._batch = threading.local()  # this thread's batch under way, if any

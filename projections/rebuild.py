@@ -72,7 +72,7 @@ def rebuild(app: CtxStore, store: ProjectionStore, policy: Policy | None = None,
     processes (``projections.parallel_catch_up``; PostgreSQL with P > 1 only)."""
     if partitions is None:
         with store.engine.connect() as conn:
-            partitions = resplit_count(tracking.stored_partitions(conn))
+            partitions = resplit_count(tracking.stored_partitions(conn), not store.is_sqlite)
     store.truncate(partitions)
     history = store.policy_history()
     processor = Processor(app, store, policy or (history[-1][1] if history else Policy()),
@@ -87,11 +87,12 @@ def rebuild(app: CtxStore, store: ProjectionStore, policy: Policy | None = None,
     return processor.catch_up(on_page=lambda done: progress(done, total))
 
 
-def resplit_count(stored: int | None) -> int:
+def resplit_count(stored: int | None, postgres: bool = False) -> int:
     """The partition count a rebuild splits into: ``CTXSTORE_PARTITIONS`` if it is
-    set, else the ``stored`` count.  A rebuild run from a shell that happens not
-    to set it must not quietly put every session of a split store into one."""
-    return parts.requested() or stored or parts.PARTITIONS
+    set, else the ``stored`` count (else the store's default).  A rebuild run from
+    a shell that happens not to set it must not quietly put every session of a
+    split store into one."""
+    return parts.requested() or stored or parts.configured({}, postgres=postgres)
 
 
 def rebuild_and_compare(url: str, progress: Progress | None = None,
@@ -107,7 +108,7 @@ def rebuild_and_compare(url: str, progress: Progress | None = None,
         Processor(app, store, live_policy).catch_up()  # live tables are up to date first
         with store.engine.connect() as conn:
             split = tracking.stored_partitions(conn)
-        resplit = resplit_count(split)
+        resplit = resplit_count(split, not store.is_sqlite)
         layout = split == resplit
         before = digest(store, layout)
         started = time.perf_counter()

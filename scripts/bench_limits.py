@@ -49,6 +49,7 @@ import httpx
 
 from api.helper_server import DEFAULT_THRESHOLD
 from api.limits import Limits
+from domain.store_config import is_postgres
 from projections.partitions import configured, hashed
 from scripts.bench_api import free_port, start_server, stop_server, wait_healthy
 
@@ -184,7 +185,7 @@ def bench(url: str, count: int, **env: str) -> dict[str, Any]:
         with httpx.Client(base_url=base, timeout=TIMEOUT) as http:
             wait_for_lane(http)
             a, b = (http.post("/sessions", json={"title": t}).json()["session_id"] for t in "ab")
-            partitions = configured()
+            partitions = configured(postgres=is_postgres(url))  # the server's new store's
             while partitions > 1 and hashed(a, partitions) == hashed(b, partitions):
                 # Sessions of one partition are projected in one order: with P > 1,
                 # measure another partition's session (with P = 1 there is no other).

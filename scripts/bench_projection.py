@@ -155,7 +155,7 @@ class Session:
         from domain.rules.summarize import with_item_ids
         from projections import queries as q
 
-        projector = self.rt.processor.projector
+        projector = self.rt.processor.projector_of(self.sid)
         commit_id = q.head_commit_id(projector, q.session_row(projector, str(self.sid)))
         request = projector.commits[commit_id].summary_request if commit_id else None
         if request is None:

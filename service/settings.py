@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from domain.policy import Policy
-from domain.store_config import database_url, working_set_budget
+from domain.store_config import database_url, is_postgres, working_set_budget
 from domain.summarizer import Summarizer, summarizer_from_env
 from domain.tokens import DEFAULT_ENCODING
 from projections.partitions import configured as configured_partitions
@@ -46,13 +46,14 @@ class Settings:
         """
         snapshot = MappingProxyType(dict(os.environ if env is None else env))
         folder = snapshot.get("TIKTOKEN_CACHE_DIR") or snapshot.get("CTXSTORE_TIKTOKEN_CACHE_DIR")
+        url = database_url(snapshot)
         return cls(
-            database_url=database_url(snapshot),
+            database_url=url,
             encoding=snapshot.get("CTXSTORE_ENCODING", DEFAULT_ENCODING),
             tiktoken_cache_dir=os.path.abspath(folder) if folder else None,
             policy=Policy.from_env(snapshot),
             summarizer=summarizer_from_env(snapshot),
             working_set=working_set_budget(snapshot),
-            partitions=configured_partitions(snapshot),
+            partitions=configured_partitions(snapshot, postgres=is_postgres(url)),
             env=snapshot,
         )

@@ -28,6 +28,13 @@ class Crash(RuntimeError):
     pass
 
 
+@pytest.fixture(autouse=True)
+def one_partition(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The positions, pages and digests below are one partition's log (PostgreSQL
+    splits a new store in 8, and the other partitions' rows then move on their own)."""
+    monkeypatch.setenv("CTXSTORE_PARTITIONS", "1")
+
+
 def seed(rt: Runtime) -> str:
     """A projected session with a tool the next events will age."""
     sid, _ = rt.execute("start_session", "t", "openai:gpt-4o", at=T0)

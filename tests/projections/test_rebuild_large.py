@@ -64,7 +64,7 @@ def nodes(seed: int = 3) -> Iterator[dict[str, Any]]:
 
 
 def compact_if_asked(rt: Runtime, sid: str, at: datetime) -> None:
-    projector = rt.processor.projector
+    projector = rt.processor.projector_of(sid)
     commit_id = q.head_commit_id(projector, q.session_row(projector, sid))
     request = projector.commits[commit_id].summary_request if commit_id else None
     if request is None:
@@ -105,7 +105,7 @@ def test_large_session_rebuilds_identically(store_url: str) -> None:
     rt = Runtime(store_url, auto_compact=False)
     try:
         sid = build_session(rt)
-        projector = rt.processor.projector
+        projector = rt.processor.projector_of(sid)
         assert len(projector.dag.nodes) == NODES
         summaries = [i for i in rt.head_commit(sid)["items"] if i["role"] == "summary"]
         assert summaries, "the session never compacted: the test lost its coverage"

@@ -115,6 +115,6 @@ def test_a_render_loads_the_commits_items_once(rt: Runtime, monkeypatch: Any) ->
     """The request and its window check read the same items (issue 15: it loaded twice)."""
     sid = start(rt, "render")
     agent_run(rt, sid, "render")
-    loads = calls_of(monkeypatch, rt.processor.projector, "items_of")
+    loads = calls_of(monkeypatch, rt.processor.projector_of(sid), "items_of")
     rt.rendered(sid, "openai")
     assert len(loads) == 1

@@ -116,7 +116,7 @@ def test_live_commands_reuse_the_scan_while_its_run_is_untouched(store_url: str)
         for n in range(120):
             rt.execute("append_node", sid, role="assistant", output=f"step {n} " * 20,
                        at=T0 + timedelta(seconds=n))  # fmt: skip
-            projector = rt.processor.projector
+            projector = rt.processor.projector_of(sid)
             assert projector is not None
             head = q.head_commit_id(projector, q.session_row(projector, str(sid)))
             memos.append(projector.contexts[str(head)].request_memo)

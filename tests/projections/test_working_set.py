@@ -17,6 +17,13 @@ from service.runtime import Runtime
 from tests.projections.test_context_commit import add, at, start
 
 
+@pytest.fixture
+def one_partition(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One partition's projector and its one least-recently-used order (PostgreSQL
+    splits a new store in 8, each partition with its share of the budget: below)."""
+    monkeypatch.setenv("CTXSTORE_PARTITIONS", "1")
+
+
 def busy_store(rt: Runtime) -> list[str]:
     """Sessions that refer to each other: a branch, an attach, a merge."""
     src = start(rt, "source")
@@ -71,7 +78,9 @@ def test_a_small_working_set_answers_as_the_whole_store_does(store_url: str) -> 
         whole.close()
 
 
-def test_a_fresh_process_loads_only_the_session_it_is_asked_about(store_url: str) -> None:
+def test_a_fresh_process_loads_only_the_session_it_is_asked_about(
+    store_url: str, one_partition: None
+) -> None:
     writer = Runtime(store_url)
     try:
         sessions = busy_store(writer)
@@ -211,7 +220,7 @@ def test_a_session_let_go_takes_its_commits_and_nothing_else(store_url: str) -> 
         rt.close()
 
 
-def test_a_session_asked_about_again_is_the_last_to_go(store_url: str) -> None:
+def test_a_session_asked_about_again_is_the_last_to_go(store_url: str, one_partition: None) -> None:
     """Least recently used, not least recently loaded: a read keeps a session."""
     writer = Runtime(store_url, auto_compact=False)
     try:
@@ -230,7 +239,9 @@ def test_a_session_asked_about_again_is_the_last_to_go(store_url: str) -> None:
         reader.close()
 
 
-def test_reading_a_branch_leaves_its_sibling_branches_unloaded(store_url: str) -> None:
+def test_reading_a_branch_leaves_its_sibling_branches_unloaded(
+    store_url: str, one_partition: None
+) -> None:
     """Only a new version of a call needs every branch made at its caller."""
     writer = Runtime(store_url, auto_compact=False)
     try:
@@ -246,5 +257,40 @@ def test_reading_a_branch_leaves_its_sibling_branches_unloaded(store_url: str) -
         projector = reader.processor.projector
         assert projector is not None and projector.working is not None
         assert set(projector.working.loaded) == {src, first}
+    finally:
+        reader.close()
+
+
+@pytest.mark.parametrize("partitions", [1, 8])
+def test_the_working_set_is_the_process_budget_whatever_the_partitions(
+    store_url: str, monkeypatch: pytest.MonkeyPatch, partitions: int
+) -> None:
+    """Each partition holds its share: a process holds about ``working_set`` nodes, not
+    ``working_set`` per partition."""
+    monkeypatch.setenv("CTXSTORE_PARTITIONS", str(partitions))
+    writer = Runtime(store_url, auto_compact=False)
+    try:
+        sessions = []
+        for n in range(40):  # 160 nodes
+            sid = start(writer, f"s{n}")
+            for m in range(4):
+                add(writer, sid, "user" if m % 2 == 0 else "assistant", f"{n}.{m}", m)
+            sessions.append(sid)
+    finally:
+        writer.close()
+    budget = 16
+    reader = Runtime(store_url, working_set=budget, auto_compact=False)
+    try:
+        for sid in sessions:
+            reader.head_commit(sid)
+        held = 0
+        for part in reader.processor.parts:
+            if part.projector is not None and part.projector.working is not None:
+                held += sum(part.projector.working.loaded.values())
+        # A partition holds its share (at least one session: 4 nodes), and until its
+        # next trim the session it loaded last: 20 nodes with one, 64 with eight
+        # (with the whole budget each, eight held 160: every node of the store).
+        share = max(-(-budget // partitions), 4)
+        assert held <= partitions * (share + 4)
     finally:
         reader.close()
