@@ -33,7 +33,7 @@ class ErasureWatch:
         came after; an erasure before it erased nothing it holds)."""
         self.recorder = recorder
         self.checked = since  # every erasure up to here is in ``positions``
-        self.positions: list[int] = []
+        self.positions: set[int] = set()  # and any found past it
         self._guard = threading.Lock()
 
     def between(self, conn: Connection, after: int | None, upto: int) -> bool:
@@ -47,9 +47,10 @@ class ErasureWatch:
                 return False
             lower = self.checked if after is None else max(after, self.checked)
             if upto > lower:
-                found = topic_positions(self.recorder, conn, lower + 1, upto, ERASURE_TOPIC)
-                if found:
-                    self.positions += found
+                found = set(topic_positions(self.recorder, conn, lower + 1, upto,
+                                            ERASURE_TOPIC)) - self.positions  # fmt: skip
+                if found:  # new to this process (a range read past a gap may repeat)
+                    self.positions |= found
                     forget_recent_states(self.recorder)
                 if lower == self.checked:
                     self.checked = upto

@@ -1,0 +1,44 @@
+"""Another process's erasures, looked for only where a process has not looked
+(``projections.erasure_watch``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from projections import erasure_watch
+from projections.erasure_watch import ErasureWatch
+from service.erasure import Eraser
+from service.runtime import Runtime
+
+
+def test_the_log_is_read_only_past_what_was_looked_at(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = Runtime(store_url, auto_compact=False)
+    try:
+        gone = str(rt.app.start_session("erased", "local:tiny")[0])
+        rt.execute("append_node", gone, role="user", input="secret")
+        before = rt.app.recorder.max_notification_id()
+        Eraser(rt).erase(gone, "test")
+        erased_at = rt.app.recorder.max_notification_id()
+        reads: list[tuple[int, int]] = []
+        real = erasure_watch.topic_positions
+
+        def counted(recorder: Any, conn: Any, start: int, stop: int, topic: str) -> list[int]:
+            reads.append((start, stop))
+            return real(recorder, conn, start, stop, topic)
+
+        monkeypatch.setattr(erasure_watch, "topic_positions", counted)
+        watch = ErasureWatch(rt.app.recorder, before)
+        with rt.store.engine.connect() as conn:
+            assert not watch.between(conn, erased_at, erased_at)  # its own batch: no read
+            assert not watch.between(conn, None, erased_at)  # new, and nothing remembered
+            assert reads == []
+            assert watch.between(conn, before, erased_at)  # lagging: the erasure is there
+            assert reads == [(before + 1, erased_at)]
+            assert watch.between(conn, before, erased_at)  # known now: no second read
+            assert reads == [(before + 1, erased_at)]
+    finally:
+        rt.close()
