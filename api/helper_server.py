@@ -33,6 +33,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from domain.store_config import is_postgres
+
 log = logging.getLogger("ctxstore.api")
 ROOT = Path(__file__).resolve().parents[1]  # on the helper's import path
 LANE_ENV = "CTXSTORE_LARGE_BODY_LANE"
@@ -66,7 +68,7 @@ def lane_threshold(env: Mapping[str, str], database_url: str, partitions: int = 
     raw = env.get(LANE_ENV, "").strip()
     if env.get(HELPER_ENV):
         return 0  # a helper has no lane of its own
-    postgres = database_url.startswith(("postgresql", "postgres:"))
+    postgres = is_postgres(database_url)
     if not raw:
         return DEFAULT_THRESHOLD if postgres and partitions > 1 else 0
     if not raw.isdigit():
