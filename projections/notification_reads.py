@@ -153,6 +153,29 @@ def lean_notifications(
     return _with_states(notes, states)
 
 
+def _events_table(recorder: Any, conn: Any) -> tuple[str, str]:
+    """The events table's name and its notification id column, as ``conn`` names them."""
+    if conn.dialect.name == "sqlite":
+        return recorder.events_table_name, "rowid"
+    return f'"{recorder.datastore.schema}"."{recorder.events_table_name}"', "notification_id"
+
+
+def notification_headers(recorder: Any, conn: Any, start: int, limit: int) -> list[Notification]:
+    """Notifications from ``start``, at most ``limit``, each with an empty state.
+
+    A query asks only whether the log holds an event of its partition
+    (``Processor.reading``): the topic and the originator say that, and the
+    states, another partition's 8 MB tool results among them, stay unread."""
+    table, column = _events_table(recorder, conn)
+    statement = text(f"SELECT {column}, originator_id, originator_version, topic FROM {table} "
+                     f"WHERE {column} >= :start ORDER BY {column} LIMIT :limit")  # fmt: skip
+    return [
+        Notification(id=int(row[0]), originator_id=row[1] if isinstance(row[1], UUID)
+                     else UUID(str(row[1])), originator_version=row[2], topic=row[3], state=b"")
+        for row in conn.execute(statement, {"start": start, "limit": limit})
+    ]  # fmt: skip
+
+
 def first_event(recorder: Any, conn: Any, originator_id: UUID) -> Any:
     """An aggregate's first stored event (None if none), read through ``conn``
     on SQLite (inside a batch: the reason above), else by the recorder."""
@@ -176,11 +199,7 @@ def first_event(recorder: Any, conn: Any, originator_id: UUID) -> Any:
 def topic_positions(recorder: Any, conn: Any, start: int, stop: int, topic: str) -> list[int]:
     """The ids of ``topic``'s notifications from ``start`` to ``stop``, inclusive: no
     state is read (``projections.erasure_watch`` looks for rare ones often)."""
-    if conn.dialect.name == "sqlite":
-        table, column = recorder.events_table_name, "rowid"
-    else:
-        table = f'"{recorder.datastore.schema}"."{recorder.events_table_name}"'
-        column = "notification_id"
+    table, column = _events_table(recorder, conn)
     statement = text(f"SELECT {column} FROM {table} WHERE {column} >= :start AND "
                      f"{column} <= :stop AND topic = :topic ORDER BY {column}")  # fmt: skip
     return [int(row[0]) for row in conn.execute(statement, {"start": start, "stop": stop,

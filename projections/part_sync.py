@@ -43,6 +43,7 @@ class Part:
         self.lazy = lazy
         self.budget = budget
         self.seen: dict[int, int] = {}  # other partition -> its session rows read up to
+        self.looked = 0  # the log holds nothing of this partition from its position to here
 
     def release_foreign(self, projector: Projector, partitioner: Partitioner) -> None:
         """Let go every session of another partition that lookups brought in."""

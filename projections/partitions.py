@@ -23,14 +23,13 @@ from typing import Any
 from uuid import UUID
 
 PARTITIONS = 1  # SQLite's default: one writer at a time anyway
-# PostgreSQL's, for now also 1.  Eight would spare a session's append the
-# projection of every other session's large node (the large-body lane needs
-# P > 1: 16.8 ms against 62 ms at P=1, scripts/bench_limits.py), but with P > 1
-# a read of a session whose partition has nothing new re-reads the log since
-# that partition's position, states included, on every query (a review
-# measured 10 MB read per GET behind five 2 MB nodes of another partition).
-# Until that read is headers only, 8 stays an opt-in (CTXSTORE_PARTITIONS=8).
-POSTGRES_PARTITIONS = 1
+# PostgreSQL's: one partition's sessions are projected in one order, so with
+# one a session's append waited for every other session's projection before
+# it (an 8 MB node's: 54-60 ms against 8 ms alone, scripts/bench_limits.py),
+# and the processes of a deployment could not project side by side.  An
+# append costs the same at 8 as at 1 (its baseline 7.9 against 9.0 ms) and a
+# rebuild too (19.9 against 20.0 s, README Benchmarks).
+POSTGRES_PARTITIONS = 8
 
 
 def configured(env: Mapping[str, str] | None = None, *, postgres: bool = False) -> int:

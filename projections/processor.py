@@ -32,7 +32,11 @@ from domain.erasure import ERASURE_TOPIC
 from domain.policy import Policy
 from projections import partitions as parts
 from projections.erasure_watch import ErasureWatch
-from projections.notification_reads import first_event, select_notifications
+from projections.notification_reads import (
+    first_event,
+    notification_headers,
+    select_notifications,
+)
 from projections.part_sync import Part, synced
 from projections.projector import Projector
 from projections.records import Outbox
@@ -161,18 +165,35 @@ class Processor:
         A query needs only its partition's events.  Catching up to the end of
         the log would commit a new position whenever any other partition
         moved: a write and a commit for each read.  So only a read looks
-        first; the next command or worker round records the position.
+        first, at the log's headers (another partition's large states stay
+        unread), from where this process last looked; the next command or
+        worker round records the position.
         """
         part = self.parts[partition]
-        projector = part.projector
-        if self.partitions > 1 and projector is not None:
-            notes = self.app.recorder.select_notifications(start=projector.position + 1,
-                                                           limit=PAGE)  # fmt: skip
-            mine = (n for n in notes  # an erasure rewrote every partition's rows
-                    if n.topic == ERASURE_TOPIC or self._home(n)[1] == partition)  # fmt: skip
-            if len(notes) < PAGE and next(mine, None) is None:
-                return
+        projector = part.projector  # another thread's failed batch may drop it meanwhile
+        if self.partitions == 1 or projector is None:
+            self.catch_up(partition=partition)
+            return
+        with self.store.engine.connect() as conn:
+            while True:
+                start = max(projector.position, part.looked) + 1
+                notes = notification_headers(self.app.recorder, conn, start, PAGE)
+                if any(self._mine(note, partition) for note in notes):
+                    break
+                if notes:
+                    part.looked = max(part.looked, notes[-1].id)
+                if len(notes) < PAGE:
+                    return
         self.catch_up(partition=partition)
+
+    def _mine(self, note: Any, partition: int) -> bool:
+        """Whether a header is an event ``partition`` projects (an erasure rewrites
+        every partition's rows)."""
+        if note.topic == ERASURE_TOPIC:
+            return True
+        if not note.topic.startswith(SESSION_TOPICS):
+            return False
+        return self.partitioner.of(str(note.originator_id)) == partition
 
     def _catch_up(self, part: Part, page: int, on_page: Callable[[int], None] | None,
                   stop: Stop = None) -> int:  # fmt: skip

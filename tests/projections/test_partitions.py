@@ -110,7 +110,7 @@ def test_a_partition_count_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match="CTXSTORE_PARTITIONS"):
         partitions.configured({"CTXSTORE_PARTITIONS": "0"})
     assert partitions.configured({}) == 1
-    assert partitions.configured({}, postgres=True) == partitions.POSTGRES_PARTITIONS
+    assert partitions.configured({}, postgres=True) == partitions.POSTGRES_PARTITIONS == 8
     assert partitions.configured({"CTXSTORE_PARTITIONS": "1"}, postgres=True) == 1
     with pytest.raises(ValueError, match="CTXSTORE_PARTITIONS"):  # at start-up, with the rest
         Settings.from_env({"CTXSTORE_PARTITIONS": "many"})

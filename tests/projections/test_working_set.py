@@ -203,7 +203,9 @@ def test_a_catch_up_page_by_page_lets_sessions_go_between_pages(store_url: str) 
     assert rebuild_and_compare(store_url)["identical"]
 
 
-def test_a_session_let_go_takes_its_commits_and_nothing_else(store_url: str) -> None:
+def test_a_session_let_go_takes_its_commits_and_nothing_else(
+    store_url: str, one_partition: None
+) -> None:
     rt = Runtime(store_url, working_set=1, auto_compact=False)
     try:
         sessions = busy_store(rt)
@@ -216,6 +218,27 @@ def test_a_session_let_go_takes_its_commits_and_nothing_else(store_url: str) -> 
         assert {m.session_id for m in dict.values(projector.commits)} == held
         assert {sid for sid, _ in dict.keys(projector.latest_commit)} == held
         assert set(projector.held_commits) == held
+    finally:
+        rt.close()
+
+
+def test_every_partition_holds_the_commits_of_the_sessions_it_holds(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same at P=8, where each partition lets go its own sessions (which of
+    them it still holds depends on where the random session ids fall)."""
+    monkeypatch.setenv("CTXSTORE_PARTITIONS", "8")
+    rt = Runtime(store_url, working_set=1, auto_compact=False)
+    try:
+        for sid in busy_store(rt):
+            rt.head_commit(sid)
+        for part in range(rt.processor.partitions):
+            projector = rt._projector(part)
+            assert projector.working is not None
+            held = set(projector.working.loaded)
+            assert {m.session_id for m in dict.values(projector.commits)} == held
+            assert {sid for sid, _ in dict.keys(projector.latest_commit)} == held
+            assert set(projector.held_commits) == held
     finally:
         rt.close()
 
