@@ -100,7 +100,8 @@ def _forwarded(scope: Scope, secret: str) -> tuple[str, str | None, str] | None:
                 return None
             if key_id is not None and not isinstance(key_id, str):
                 return None
-            if hmac.compare_digest(proof.encode(), secret.encode()):  # any text: bytes
+            # any text as bytes, a lone surrogate (JSON's "\ud800") included
+            if hmac.compare_digest(proof.encode("utf-8", "surrogatepass"), secret.encode()):
                 return tenant, key_id, key_scope
     return None
 

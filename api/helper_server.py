@@ -106,13 +106,23 @@ class HelperServer:
         self._started = 0.0
         self._failures = 0  # starts in a row that died before they served
         self._failed_requests = 0  # requests in a row the helper failed
-        self.starts = 0
+        self._served = False  # whether the current helper answered a request
+        self.starts = 0  # helpers started: the number of the current one
+        # ensure/failed/running run on the event loop, stop in a worker thread
+        self._guard = threading.RLock()
 
-    def ensure(self) -> None:
-        """Start the helper if it is not running.  One that keeps dying is started
-        again ``RESPAWN_AFTER`` seconds after its last start, then twice that, and so
-        on up to ``RESPAWN_MAX``; until then large bodies are served in the process.
-        ``OSError``: it could not be started now (the caller serves in the process)."""
+    def ensure(self) -> int:
+        """Start the helper if it is not running; the number of the one running (to
+        pass to ``failed`` or ``running`` about a request sent to it).  One that keeps
+        dying is started again ``RESPAWN_AFTER`` seconds after its last start, then
+        twice that, and so on up to ``RESPAWN_MAX``; until then large bodies are
+        served in the process.  ``OSError``: it could not be started now (the caller
+        serves in the process)."""
+        with self._guard:
+            self._ensure()
+            return self.starts
+
+    def _ensure(self) -> None:
         if self._owner != os.getpid():
             self._own()
         proc = self._proc
@@ -151,43 +161,64 @@ class HelperServer:
             os.close(theirs)
         self._proc, self._alive = proc, alive
         self.starts += 1
-        threading.Thread(target=self._watch, args=(proc,), name="ctxstore-lane-watch",
-                         daemon=True).start()  # fmt: skip
+        self._failed_requests, self._served = 0, False  # the last one's are not this one's
+        try:
+            threading.Thread(target=self._watch, args=(proc,), name="ctxstore-lane-watch",
+                             daemon=True).start()  # fmt: skip
+        except RuntimeError as exc:  # no thread to spare: only the exit's log is lost
+            log.warning("the large-body helper's exit will not be logged: %s", exc)
 
     def _watch(self, proc: subprocess.Popen[bytes]) -> None:
         """Log the helper's exit when it happens (not when the next large body finds it)."""
         code = proc.wait()
         if self._proc is proc:  # not stopped with the app
-            log.warning("the large-body helper (pid %s) exited with %s; the next large "
+            log.warning("the large-body helper (pid %s) exited with %s; a later large "
                         "body starts another", proc.pid, code)  # fmt: skip
 
-    def running(self) -> bool:
-        """Whether the helper served a request and is still up (resets the backoff)."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._failures = self._failed_requests = 0
-            return True
-        return False
+    def running(self, helper: int | None = None) -> bool:
+        """Whether helper number ``helper`` (None: the current one) served a request and
+        is still up (resets the backoff)."""
+        with self._guard:
+            if helper is not None and helper != self.starts:
+                return False  # a request to a helper since replaced
+            if self._proc is not None and self._proc.poll() is None:
+                self._failures = self._failed_requests = 0
+                self._served = True
+                return True
+            return False
 
-    def failed(self, stuck: bool) -> None:
-        """A request failed once the helper had it.  A helper that is ``stuck`` (it did
-        not read or answer in time) or failed ``FAILED_IN_A_ROW`` requests in a row is
-        killed: left running, each large body would wait out its timeouts and end in a
-        503.  The next large body starts another (``ensure``)."""
-        self._failed_requests += 1
-        proc = self._proc
-        if (stuck or self._failed_requests >= FAILED_IN_A_ROW) and proc is not None:
-            if proc.poll() is None:
-                log.warning("the large-body helper (pid %s) %s; killing it", proc.pid,
-                            "is stuck" if stuck else "failed requests in a row")  # fmt: skip
-                proc.kill()  # reaped by its watcher
-            self._proc, self._failed_requests = None, 0  # the next one starts at once
+    def failed(self, stuck: bool, helper: int | None = None) -> None:
+        """A request to helper number ``helper`` (None: the current one) failed once
+        it had it.  A helper that is ``stuck`` (it did not read or answer in time) or
+        failed ``FAILED_IN_A_ROW`` requests in a row is killed: left running, each
+        large body would wait out its timeouts and end in a 503.  The next large body
+        starts another (``ensure``): at once if it had served a request, else after
+        the backoff of one that died young (a helper that hangs on every request
+        would otherwise make each large body wait out its timeout).  A late failure
+        of a helper already replaced says nothing about its replacement, and is not
+        counted against it."""
+        with self._guard:
+            if helper is not None and helper != self.starts:
+                return
+            self._failed_requests += 1
+            proc = self._proc
+            if (stuck or self._failed_requests >= FAILED_IN_A_ROW) and proc is not None:
+                if proc.poll() is None:
+                    log.warning("the large-body helper (pid %s) %s; killing it", proc.pid,
+                                "is stuck" if stuck else "failed requests in a row")  # fmt: skip
+                    proc.kill()  # reaped by its watcher
+                if not self._served:
+                    self._failures += 1
+                self._proc, self._failed_requests = None, 0
 
     def _own(self) -> None:
-        self._owner = os.getpid()
+        """Make this process's folder and secret (``_owner`` last: a failed ``mkdtemp``
+        is tried again at the next large body)."""
         self._folder = tempfile.mkdtemp(prefix="ctxstore-lane-")
         self.socket = os.path.join(self._folder, "helper.sock")
         self.secret = secrets.token_hex(32)
         self._proc, self._alive = None, None  # a forked parent's are not ours
+        self._owner = os.getpid()
 
     @property
     def pid(self) -> int | None:
@@ -195,9 +226,14 @@ class HelperServer:
 
     def stop(self) -> None:
         """Stop the helper and remove its folder (blocks: up to 15 s for it to exit)."""
-        if self._owner != os.getpid():
-            return  # built here, never started here
-        proc, self._proc = self._proc, None
+        with self._guard:
+            if self._owner != os.getpid():
+                return  # built here, never started here
+            proc, self._proc = self._proc, None
+            alive, self._alive = self._alive, None
+            folder = self._folder
+            self._owner = 0  # the folder goes: a later start makes another
+            self._failures = self._failed_requests = 0
         if proc is not None and proc.poll() is None:
             proc.terminate()
             try:
@@ -205,11 +241,9 @@ class HelperServer:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if self._alive is not None:
-            os.close(self._alive)
-            self._alive = None
-        shutil.rmtree(self._folder, ignore_errors=True)
-        self._owner = 0  # the folder is gone: a later start makes another
+        if alive is not None:
+            os.close(alive)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def become_helper(alive: int, socket: str) -> None:

@@ -139,7 +139,7 @@ class LargeBodyLane:
             return
         helper = self.lane.helper
         try:
-            helper.ensure()
+            number = helper.ensure()  # which helper the body goes to
             sock = await _connect(helper.socket)
         except (OSError, TimeoutError):  # not up (yet): served here, with what was read so far
             await self.app(scope, _replaying(head, more, receive), send)
@@ -149,12 +149,15 @@ class LargeBodyLane:
         except ConnectionAbortedError:
             return  # the client went away: nothing to answer
         except (OSError, HelperFailed, TimeoutError) as failure:
-            helper.failed(stuck=isinstance(failure, TimeoutError))
+            # A helper that timed out is killed, with what else it has in flight, only
+            # if it does not answer /health either: one slow command is not a wedge.
+            stuck = isinstance(failure, TimeoutError) and not await self.lane.ready()
+            helper.failed(stuck=stuck, helper=number)
             await _helper_failed(scope, receive, send)
             return
         finally:
             sock.close()  # at once: what was not sent is dropped, never delivered later
-        helper.running()
+        helper.running(number)
         status, headers, body = answer
         await send({"type": "http.response.start", "status": status,
                     "headers": [*headers, SERVED_BY]})  # fmt: skip
@@ -204,6 +207,9 @@ async def _connect(path: str) -> socket.socket:
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT):
             await asyncio.get_running_loop().sock_connect(sock, path)
+        # A Unix socket whose backlog is full refuses with EAGAIN, which asyncio takes
+        # for "in progress" and then for done: not connected, the body is served here.
+        sock.getpeername()
     except BaseException:
         sock.close()
         raise

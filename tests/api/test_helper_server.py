@@ -36,15 +36,32 @@ def wait_exit(server: HelperServer) -> int:
 
 
 def test_a_stuck_helper_is_killed_and_the_next_large_body_starts_another(
-    sleeper: HelperServer,
+    sleeper: HelperServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sleeper.ensure()
+    sleeper.running()  # it served a request before it got stuck
     stuck = sleeper._proc
     assert stuck is not None
     sleeper.failed(stuck=True)
     assert stuck.wait(timeout=30) == -9
-    sleeper.ensure()  # another at once: being stuck is not dying young
+    monkeypatch.setattr(helper_server, "RESPAWN_AFTER", 60.0)
+    sleeper.ensure()  # another at once: it had served, so it is not dying young
     assert sleeper.starts == 2 and sleeper.pid != stuck.pid
+
+
+def test_a_helper_stuck_on_its_first_request_is_restarted_with_backoff(
+    sleeper: HelperServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One that hangs on every request would make each large body wait out its
+    timeout for a 503: until the backoff is over, they are served in the process."""
+    sleeper.ensure()
+    sleeper.failed(stuck=True)
+    monkeypatch.setattr(helper_server, "RESPAWN_AFTER", 60.0)
+    with pytest.raises(OSError, match="restarted 60 s after"):
+        sleeper.ensure()
+    monkeypatch.setattr(helper_server, "RESPAWN_AFTER", 0.0)
+    sleeper.ensure()
+    assert sleeper.starts == 2
 
 
 def test_a_helper_is_killed_after_requests_failed_in_a_row_only(sleeper: HelperServer) -> None:
@@ -105,3 +122,40 @@ def test_stop_removes_the_folder_and_a_later_start_makes_another(sleeper: Helper
     sleeper.ensure()
     assert os.path.isdir(os.path.dirname(sleeper.socket))
     assert os.path.dirname(sleeper.socket) != folder
+
+
+def test_a_late_failure_of_a_replaced_helper_leaves_its_replacement_alone(
+    sleeper: HelperServer,
+) -> None:
+    """Requests in flight to a helper killed as stuck fail after it is replaced: their
+    failures are the old helper's, and must not kill (or count against) the new one."""
+    old = sleeper.ensure()
+    assert sleeper.running(old)  # it served, then one request timed out: killed
+    sleeper.failed(stuck=True, helper=old)
+    new = sleeper.ensure()
+    assert new != old
+    fresh = sleeper._proc
+    assert fresh is not None
+    for _ in range(FAILED_IN_A_ROW):  # the old one's other requests end now
+        sleeper.failed(stuck=True, helper=old)
+    assert not sleeper.running(old)
+    assert fresh.poll() is None and sleeper._proc is fresh
+    for _ in range(FAILED_IN_A_ROW - 1):
+        sleeper.failed(stuck=False, helper=new)
+    assert fresh.poll() is None  # the old one's failures did not count
+    sleeper.failed(stuck=False, helper=new)
+    assert fresh.wait(timeout=30) == -9
+
+
+def test_a_folder_that_could_not_be_made_is_tried_again(
+    sleeper: HelperServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(**_: object) -> str:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(helper_server.tempfile, "mkdtemp", full)
+        with pytest.raises(OSError):
+            sleeper.ensure()
+    sleeper.ensure()  # the disk has room again: the lane works without a restart
+    assert os.path.isdir(os.path.dirname(sleeper.socket)) and sleeper.starts == 1

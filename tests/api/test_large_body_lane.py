@@ -281,13 +281,14 @@ class FakeHelper:
         self.starts = 0
         self.failures: list[bool] = []  # each failed request: whether the helper was stuck
 
-    def ensure(self) -> None:
+    def ensure(self) -> int:
         self.starts += 1
+        return self.starts
 
-    def running(self) -> bool:
+    def running(self, helper: int | None = None) -> bool:
         return False
 
-    def failed(self, stuck: bool) -> None:
+    def failed(self, stuck: bool, helper: int | None = None) -> None:
         self.failures.append(stuck)
 
     def stop(self) -> None:
@@ -351,6 +352,8 @@ def test_a_claimed_principal_needs_the_helper_secret_and_a_unix_socket_peer(
     assert asyncio.run(post(None, "right")) == 201
     deep = {"headers": [(auth.FORWARDED_PRINCIPAL, b"[" * 50_000 + b"]" * 50_000)]}
     assert auth._forwarded(deep, "right") is None  # a RecursionError in json is no claim
+    lone = {"headers": [(auth.FORWARDED_PRINCIPAL, b'["\\ud800", "acme", null, "write"]')]}
+    assert auth._forwarded(lone, "right") is None  # a lone surrogate is no claim either
 
 
 def hanging_up(path: str) -> threading.Event:

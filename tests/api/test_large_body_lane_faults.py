@@ -13,6 +13,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -56,15 +57,16 @@ class StandIn:
 
         threading.Thread(target=serve, daemon=True).start()
 
-    def ensure(self) -> None:
+    def ensure(self) -> int:
         if self.start_error is not None:
             raise self.start_error
+        return 1
 
-    def running(self) -> bool:
+    def running(self, helper: int | None = None) -> bool:
         self.served += 1
         return True
 
-    def failed(self, stuck: bool) -> None:
+    def failed(self, stuck: bool, helper: int | None = None) -> None:
         self.failures.append(stuck)
 
     def close(self) -> None:
@@ -85,6 +87,27 @@ def answers_early_and_hangs_up(conn: socket.socket) -> None:
     head = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
     conn.sendall(head + b"content-length: %d\r\n\r\n%b" % (len(EARLY), EARLY))
     conn.close()
+
+
+def stops_reading_then_answers(conn: socket.socket) -> None:
+    """Hangs up on the body at once, and answers only after the lane's send has failed
+    (a helper refusing in the middle of its own work)."""
+    read_head(conn)
+    conn.shutdown(socket.SHUT_RD)  # the lane's next send fails (EPIPE)
+    time.sleep(0.2)
+    head = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+    conn.sendall(head + b"content-length: %d\r\n\r\n%b" % (len(EARLY), EARLY))
+    conn.close()
+
+
+def slow_but_healthy(conn: socket.socket) -> None:
+    """Answers /health at once, and a command never (one waiting on a slow summarizer)."""
+    data = b""
+    while b"\r\n" not in data:
+        data += conn.recv(4096)
+    if data.startswith(b"GET /health"):
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+        conn.close()
 
 
 def never_reads(conn: socket.socket) -> None:
@@ -188,6 +211,19 @@ def test_an_early_answer_survives_the_send_that_then_fails(stand_in: Any) -> Non
     assert helper.failures == []
 
 
+def test_an_answer_that_comes_after_the_failed_send_is_still_the_clients(
+    stand_in: Any,
+) -> None:
+    """The send fails first and the answer comes 0.2 s later, in another turn of the
+    loop: the lane waits for it rather than count the helper failed."""
+    helper = stand_in(stops_reading_then_answers)
+    client = Client(size=THRESHOLD * 4)  # more than the socket's buffer: a send fails
+    run(helper, client)
+    assert client.status == 400, client.sent
+    assert client.sent[1]["body"] == EARLY
+    assert helper.failures == []
+
+
 def test_a_helper_that_does_not_answer_is_a_503_and_counted_stuck(
     stand_in: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -197,6 +233,19 @@ def test_a_helper_that_does_not_answer_is_a_503_and_counted_stuck(
     run(helper, client)
     assert client.status == 503 and b"helper_failed" in client.sent[1]["body"]
     assert helper.failures == [True]
+
+
+def test_a_helper_that_times_out_but_answers_health_is_not_killed(
+    stand_in: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killing it would end its other requests in flight too: one slow command is a
+    failure, not a wedged helper."""
+    monkeypatch.setattr(large_body_lane, "ANSWER_TIMEOUT", 0.3)
+    helper = stand_in(slow_but_healthy)
+    client = Client(size=THRESHOLD + 1024)
+    run(helper, client)
+    assert client.status == 503 and b"helper_failed" in client.sent[1]["body"]
+    assert helper.failures == [False]
 
 
 def test_a_helper_that_does_not_read_is_a_503_and_counted_stuck(stand_in: Any) -> None:
@@ -241,3 +290,30 @@ def test_a_helper_that_cannot_be_started_leaves_the_body_served_here(stand_in: A
     run(helper, client)
     assert client.status == 201 and client.sent[1]["body"] == b"here %d" % (300 * 1024)
     assert b"ctxstore-lane" not in client.headers
+
+
+def test_a_helper_whose_backlog_is_full_is_not_connected(folder: str) -> None:
+    """A Unix socket with a full backlog refuses with EAGAIN, which asyncio's connect
+    takes for success: the lane must see it as not up (the body is served here)."""
+    path = os.path.join(folder, "full.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(0)  # never accepts: one connection fills it
+    held: list[socket.socket] = []
+
+    async def connects() -> list[bool]:
+        results = []
+        for _ in range(3):
+            try:
+                held.append(await large_body_lane._connect(path))
+                results.append(True)
+            except OSError:
+                results.append(False)
+        return results
+
+    try:
+        assert asyncio.run(connects()) == [True, False, False]
+    finally:
+        for sock in held:
+            sock.close()
+        listener.close()
