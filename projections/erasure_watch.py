@@ -9,10 +9,16 @@ the events it appended (``pg_events.RecentStates``), which are the whole
 process's, not a partition's: a partition whose projector is new, and so
 never looked, still has its process forget them.
 
-The log is read only where this process has not looked and something it
-holds may be stale: past a projector's position (other processes projected
-there), or, for a new projector while states are remembered, past what was
-looked at before.  A process's own batches read nothing more.
+A third is the renders the process cached: ``found`` counts the erasures
+it learnt of, and is part of their key.  A partition whose projector was
+dropped (a failed batch) starts a new one that holds nothing stale, but the
+process's cached renders may quote what was erased, so a new projector
+looks too.
+
+The log is read only where this process has not looked: past a
+projector's position (other processes projected there), or, for a new
+projector, past what was looked at before.  A process's own batches, and
+its own erasures (``record``), read nothing more.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from sqlalchemy import Connection
 
 from domain.erasure import ERASURE_TOPIC
 from projections.notification_reads import topic_positions
-from projections.pg_events import forget_recent_states, holds_recent_states
+from projections.pg_events import forget_recent_states
 
 
 class ErasureWatch:
@@ -34,6 +40,7 @@ class ErasureWatch:
         self.recorder = recorder
         self.checked = since  # every erasure up to here is in ``positions``
         self.positions: set[int] = set()  # and any found past it
+        self.found = 0  # erasures by other processes learnt of (a cached render's key)
         self._guard = threading.Lock()
 
     def between(self, conn: Connection, after: int | None, upto: int) -> bool:
@@ -43,15 +50,20 @@ class ErasureWatch:
         with self._guard:
             if after is not None and after >= upto:
                 return False  # nothing projected elsewhere: nothing to look at
-            if after is None and not holds_recent_states(self.recorder):
-                return False
             lower = self.checked if after is None else max(after, self.checked)
             if upto > lower:
                 found = set(topic_positions(self.recorder, conn, lower + 1, upto,
                                             ERASURE_TOPIC)) - self.positions  # fmt: skip
                 if found:  # new to this process (a range read past a gap may repeat)
                     self.positions |= found
+                    self.found += len(found)
                     forget_recent_states(self.recorder)
                 if lower == self.checked:
                     self.checked = upto
             return after is not None and any(after < p <= upto for p in self.positions)
+
+    def record(self, positions: range) -> None:
+        """This process's own erasure, at ``positions`` (it forgot and reset what it
+        held itself): not to be learnt of again from the log."""
+        with self._guard:
+            self.positions |= set(positions)

@@ -264,8 +264,3 @@ def forget_recent_states(recorder: Any) -> None:
     recent = getattr(recorder, "recent", None)
     if isinstance(recent, RecentStates):
         recent.clear()
-
-
-def holds_recent_states(recorder: Any) -> bool:
-    recent = getattr(recorder, "recent", None)
-    return isinstance(recent, RecentStates) and bool(recent._states)

@@ -205,6 +205,7 @@ class Eraser:
                 for _, event in plan.rewrites:
                     tables.rewrite(conn, self.app.mapper.to_stored_event(event))
                 newest = tables.insert(conn, audit, top)
+                mine = range(top + 1, newest + 1)  # the erasure records, under the table lock
                 rp.drop(conn, erased + plan.reprojected)
                 notes = tables.notifications(conn, plan.reprojected)
                 rp.reproject(runtime.store, conn, runtime.processor.policy_at, notes,
@@ -212,6 +213,7 @@ class Eraser:
                              runtime.processor.budget or DEFAULT_BUDGET,
                              partition_of=lambda sid: partitions.get(sid, 0))  # fmt: skip
                 rp.drop_unused_tool_sets(conn, keys)
+        runtime.processor.erasures.record(mine)
 
     # ------------------------------------------------------------- planning
 

@@ -45,6 +45,10 @@ SESSION_MAKERS = (commands.StartSession, commands.Branch)  # their result names 
 log = logging.getLogger("ctxstore.runtime")
 
 
+# session, commit, shape, model, version, cache, resets, erasures learnt of
+RenderKey = tuple[str, str, str, str, int, bool, int, int]
+
+
 class RuntimeCore:
     """One process's handle on the store: wiring, catch-up, locks."""
 
@@ -79,9 +83,7 @@ class RuntimeCore:
         self.auto_catch_up = auto_catch_up
         self.auto_compact = auto_compact
         self._lock = AllPartitions(self.processor)  # erasure: nothing may interleave
-        self._rendered: OrderedDict[tuple[str, str, str, str, int, bool, int], dict[str, Any]] = (
-            OrderedDict()
-        )
+        self._rendered: OrderedDict[RenderKey, dict[str, Any]] = OrderedDict()
         self.app.commit_resolver = self._latest_commit_of
 
     def close(self) -> None:

@@ -81,9 +81,10 @@ class Queries(RuntimeCore):
             # The request names the session's current model, and the answer its
             # current version (what a client sends as expected_version next), so
             # both are part of the key.
-            # An erasure in another process rewrites commits in place: its resets too.
+            # An erasure in another process rewrites commits in place: its resets, and
+            # the erasures learnt of (a dropped projector's new one holds no reset), too.
             key = (session.session_id, cid, shape, session.model, session.version, cache,
-                   self.processor.resets)  # fmt: skip
+                   self.processor.resets, self.processor.erasures.found)  # fmt: skip
             if key not in self._rendered:
                 # A branch whose head is still its branch point renders the source's
                 # commit; an explicitly named commit must belong to this session.

@@ -89,14 +89,20 @@ def test_erasing_the_newest_events_keeps_later_writes_projected(
     assert rebuild_and_compare(store_url)["identical"] is True
 
 
-def test_another_process_forgets_the_erased_session(rt: Runtime, store_url: str) -> None:
-    """A second process that had the session in memory serves and stores none of it afterwards."""
-    marker = "OTHER" + secrets.token_hex(10)
+def _attached(rt: Runtime, marker: str) -> tuple[str, str]:
+    """Session A, two turns quoting ``marker``, and session B that attached A."""
     a, _ = rt.execute("start_session", "A")
     _turns(rt, a, marker, 2)
     b, _ = rt.execute("start_session", "B")
     rt.execute("append_node", b, role="user", input="b starts")
     rt.execute("attach", b, a)
+    return str(a), str(b)
+
+
+def test_another_process_forgets_the_erased_session(rt: Runtime, store_url: str) -> None:
+    """A second process that had the session in memory serves and stores none of it afterwards."""
+    marker = "OTHER" + secrets.token_hex(10)
+    a, b = _attached(rt, marker)
     other = Runtime(store_url, policy=immediate_policy(tail_turns=1))
     try:
         assert marker in json.dumps(other.rendered(str(b)))  # cached there
@@ -111,6 +117,23 @@ def test_another_process_forgets_the_erased_session(rt: Runtime, store_url: str)
     finally:
         other.close()
     assert rebuild_and_compare(store_url)["identical"] is True
+
+
+def test_a_render_cached_before_an_erasure_elsewhere_goes_with_a_dropped_projector(
+    rt: Runtime, store_url: str
+) -> None:
+    """A process whose projector was dropped (a failed batch) starts a new one after
+    another process's erasure: the render it cached before must not be served."""
+    marker = "DROPPED" + secrets.token_hex(10)
+    a, b = _attached(rt, marker)
+    other = Runtime(store_url, policy=immediate_policy(tail_turns=1))
+    try:
+        assert marker in json.dumps(other.rendered(str(b)))  # cached there
+        other.processor.projector = None  # as after a batch that failed
+        Eraser(rt).erase(str(a), "test")
+        assert marker not in json.dumps(other.rendered(str(b)))
+    finally:
+        other.close()
 
 
 # Node ids are unique per session only: a bare id of the erased session names
