@@ -188,7 +188,7 @@ def first_event(recorder: Any, conn: Any, originator_id: UUID) -> Any:
     row = conn.execute(
         text(f"SELECT originator_id, originator_version, topic, state FROM {table} "
              "WHERE originator_id = :id ORDER BY originator_version LIMIT 1"),
-        {"id": str(originator_id)},
+        {"id": originator_id.hex},  # as eventsourcing's SQLite recorder stores it
     ).first()  # fmt: skip
     if row is None:
         return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 
@@ -238,3 +239,32 @@ def test_an_online_rebuild_compares_and_switches_partition_by_partition(
     finally:
         rt.close()
     assert rebuild_and_compare(store_url)["identical"]
+
+
+def test_a_branch_is_found_in_its_sources_partition_from_inside_a_batch(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch that meets a branch's later event without its start looks the start up
+    on the batch's own connection (SQLite).  That lookup asked for the id with dashes,
+    which SQLite's recorder stores without: nothing was found, the branch was taken
+    for a root of its own partition, and a fresh process projected its event a second
+    time there (UNIQUE ctx_nodes.session_id, seq)."""
+    from projections.notification_reads import first_event
+    from projections.partitions import hashed
+
+    monkeypatch.setenv("CTXSTORE_PARTITIONS", "8")
+    rt = Runtime(store_url, auto_compact=False)
+    try:
+        src = str(rt.app.start_session("source", "local:tiny")[0])
+        rt.execute("append_node", src, role="user", input="go")
+        head = rt.app.session(src).head
+        branch = src
+        while hashed(branch, 8) == hashed(src, 8):  # a branch whose own hash is elsewhere
+            branch = str(rt.execute("branch", src, head)[0])
+        rt.execute("append_node", branch, role="user", input="in the branch")
+        with rt.store.engine.connect() as conn:
+            found = first_event(rt.app.recorder, conn, UUID(branch))
+        assert found is not None and found.originator_version == 1
+    finally:
+        rt.close()
+    assert rebuild_and_compare(store_url)["identical"]  # a fresh process catches up first
