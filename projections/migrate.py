@@ -40,30 +40,42 @@ def alembic_config(url: str | None = None) -> Config:
     return config
 
 
-def upgrade(url: str | None = None, revision: str = "head") -> None:
-    """Create the event store's tables, then migrate the projection tables to ``revision``."""
+def upgrade(url: str | None = None, revision: str = "head") -> int:
+    """Create the event store's tables, then migrate the projection tables to ``revision``;
+    how many orphaned payloads ``create_event_store`` swept."""
     url = url or database_url()
     for attempt in range(ATTEMPTS):
         try:
             with _schema_lock(url):
-                create_event_store(url)
+                swept = create_event_store(url)
                 command.upgrade(alembic_config(url), revision)
-            return
+            return swept
         except (ESOperationalError, SQLOperationalError):
             if attempt + 1 == ATTEMPTS:
                 raise
             time.sleep(random.uniform(0.05, 0.2 * 2**attempt))
+    raise AssertionError("unreachable")
 
 
 def downgrade(url: str | None = None, revision: str = "base") -> None:
     command.downgrade(alembic_config(url), revision)
 
 
-def create_event_store(url: str) -> None:
-    """The event store's tables, as eventsourcing creates them when an application opens."""
+def create_event_store(url: str) -> int:
+    """The event store's tables, as eventsourcing creates them when an application opens;
+    then the payloads appends that died left behind are swept (PostgreSQL keeps large
+    states beside the events: ``projections/pg_payloads.py``): how many."""
     from domain.application import CtxStore
 
-    CtxStore(url=url).close()
+    app = CtxStore(url=url)
+    try:
+        payloads = getattr(app.recorder, "payloads", None)
+        if payloads is None:
+            return 0
+        with app.recorder.datastore.get_connection() as conn:  # type: ignore[attr-defined]
+            return int(payloads.sweep(conn))
+    finally:
+        app.close()
 
 
 @contextmanager

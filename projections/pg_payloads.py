@@ -12,7 +12,9 @@ A reader resolves stubs (``resolve``), so every state read through the
 recorder or the projection's own reads is the one appended.  Erasure deletes
 a session's payloads with its events.  A payload whose event insert failed
 is deleted at once; one left by a process killed in between names its
-session, so erasing the session deletes it too.
+session, so erasing the session deletes it too, and ``sweep`` (run by
+``ctxstore migrate``, so at every server start) deletes it once it is older
+than ``ORPHAN_GRACE``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
 LARGE_STATE = 64 * 1024  # bytes: a state this large is stored beside the events table
+# A payload is stored, then its event appended within the append's lock
+# timeout (30 s): one older than this that no event names was left by an
+# append that died in between, and no append will ever name it.
+ORPHAN_GRACE = 3600  # seconds
 STUB = b"\x00\x00ctxstore-payload:"  # no JSON, zlib or cipher text starts with two NULs
 
 
@@ -54,8 +60,16 @@ class Payloads:
         index = Identifier(f"{self.name}_originator_idx")
         return [
             SQL("CREATE TABLE IF NOT EXISTS {table} (payload_id bigserial PRIMARY KEY, "
-                "originator_id {id_type} NOT NULL, state bytea NOT NULL)"
+                "originator_id {id_type} NOT NULL, state bytea NOT NULL, "
+                "stored_at timestamptz NOT NULL DEFAULT now())"
                 ).format(table=self.table, id_type=SQL(self.id_type)),
+            # a table made before ``sweep``: its rows count as stored now (asked first:
+            # ALTER TABLE locks the table out even when it finds nothing to do)
+            SQL("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
+                "{literal}::regclass AND attname = 'stored_at') THEN ALTER TABLE {table} "
+                "ADD COLUMN IF NOT EXISTS stored_at timestamptz NOT NULL DEFAULT now(); "
+                "END IF; END $$"
+                ).format(table=self.table, literal=Literal(self.table.as_string())),
             SQL("CREATE INDEX IF NOT EXISTS {index} ON {table} (originator_id)"
                 ).format(index=index, table=self.table),
             # lz4 where the server has it (as migration 0012 gives the events table)
@@ -100,6 +114,22 @@ class Payloads:
                                  "AND e.state = %b || convert_to(p.payload_id::text, 'UTF8'))"
                                  ).format(table=self.table, events=self.events),
                              [ids, STUB])  # fmt: skip
+
+    def sweep(self, conn: Any, grace: float = ORPHAN_GRACE) -> int:
+        """Delete the payloads stored more than ``grace`` seconds ago that no event
+        names (their append died between the two steps); how many went.
+
+        A younger payload may be an append's in flight, whose event is not
+        committed yet: deleting it would leave that event naming nothing."""
+        with conn.cursor() as curs:
+            curs.execute(SQL("DELETE FROM {table} AS p "
+                             "WHERE p.stored_at < now() - make_interval(secs => %s) "
+                             "AND NOT EXISTS (SELECT 1 FROM {events} AS e "
+                             "WHERE e.originator_id = p.originator_id "
+                             "AND e.state = %b || convert_to(p.payload_id::text, 'UTF8'))"
+                             ).format(table=self.table, events=self.events),
+                         [grace, STUB])  # fmt: skip
+            return int(curs.rowcount)
 
     def fetch(self, curs: Any, ids: list[int]) -> dict[int, bytes]:
         """The states of payloads ``ids`` (read in binary: no hex to decode)."""

@@ -60,8 +60,8 @@ from scripts.progress import Progress
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    _migrate(_url(args))
-    print(f"migrated {_url(args)}")
+    swept = _migrate(_url(args))
+    print(f"migrated {_url(args)}" + (f"; swept {swept} orphaned payload(s)" if swept else ""))
     return 0
 
 

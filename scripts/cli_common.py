@@ -88,10 +88,10 @@ def _reachable(url: str) -> None:
         raise Failed("database_unavailable", database_error_line(exc), 1) from None
 
 
-def _migrate(url: str) -> None:
+def _migrate(url: str) -> int:
     from projections.migrate import upgrade
 
-    upgrade(url)
+    return upgrade(url)
 
 
 def _print_json(value: Any) -> None:

@@ -113,3 +113,39 @@ def test_a_read_that_meets_a_payload_erased_meanwhile_reads_again(
     assert [e.state for e in pg_recorder.select_events(originator)] == [large]
     assert [n.state for n in pg_recorder.select_notifications(start=1, limit=5)] == [large]
     assert len(calls) == 3
+
+
+def test_migrate_sweeps_old_payloads_no_event_names_and_nothing_else(
+    pg_recorder: UnpipelinedRecorder, store_url: str
+) -> None:
+    """An append killed between storing its payload and appending its event leaves a
+    payload nobody names: ``migrate`` (every server start) deletes it once it is older
+    than an append can take, and keeps a named one, and a young one (in flight)."""
+    from projections.migrate import upgrade
+
+    originator = uuid.uuid4()
+    large = b'{"output":"' + b"v" * LARGE_STATE + b'"}'
+    pg_recorder.insert_events([StoredEvent(originator, 1, "tests:Probe", large)])
+    with pg_recorder.datastore.get_connection() as conn:  # two killed appends' payloads
+        for version in (2, 3):
+            pg_recorder.payloads.store(conn, [StoredEvent(originator, version, "t", large)], [])
+    ids = sorted(int(r[0]) for r in _rows(pg_recorder, "SELECT payload_id FROM {payloads}"))
+    named, old_orphan, young_orphan = ids
+    _rows(pg_recorder, "UPDATE {payloads} SET stored_at = now() - interval '2 hours' "
+          f"WHERE payload_id IN ({named}, {old_orphan}) RETURNING payload_id")  # fmt: skip
+    assert upgrade(store_url) == 1
+    left = sorted(int(r[0]) for r in _rows(pg_recorder, "SELECT payload_id FROM {payloads}"))
+    assert left == [named, young_orphan]
+    assert [e.state for e in pg_recorder.select_events(originator)] == [large]
+    assert upgrade(store_url) == 0
+
+
+def test_a_payload_table_made_before_the_sweep_gets_its_column(
+    pg_recorder: UnpipelinedRecorder, store_url: str
+) -> None:
+    from domain.application import CtxStore
+
+    with pg_recorder.datastore.get_connection() as conn, conn.cursor() as curs:
+        curs.execute(f"ALTER TABLE {pg_recorder.payloads.name} DROP COLUMN stored_at")
+    CtxStore(url=store_url).close()
+    assert _rows(pg_recorder, "SELECT count(*) FROM {payloads} WHERE stored_at <= now()")
