@@ -62,6 +62,9 @@ def test_reads_never_wait_for_a_writer_on_sqlite(tmp_path: Any) -> None:
     try:
         sid, _ = rt.execute("start_session", "t", "openai:gpt-4o")
         rt.execute("append_node", sid, role="user", input="hi")
+        # With P > 1 a command catches up its own partition; the others still have
+        # a position to record, which is a write: record it first, then idle.
+        rt.catch_up()
         writer = sqlite3.connect(path, isolation_level=None)
         writer.execute("BEGIN IMMEDIATE")  # another process mid-batch
         try:
