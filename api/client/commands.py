@@ -12,7 +12,7 @@ from typing import Any
 
 from api import responses as m
 from api.client.command_routes import request_for
-from api.client.request import Request, When, _post, _s
+from api.client.request import Request, When, _at, _post, _s
 from domain import commands as c
 
 
@@ -24,7 +24,7 @@ def start_session(
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.SessionCreated]:
-    command = c.StartSession(title=title, model=model, context_window=context_window, at=at)
+    command = c.StartSession(title=title, model=model, context_window=context_window, at=_at(at))
     return request_for(command, idempotency_key)
 
 
@@ -38,7 +38,7 @@ def branch(
     idempotency_key: str | None = None,
 ) -> Request[m.Branched]:
     command = c.Branch(source_session=session_id, node_id=node_id, title=title,
-                       expected_version=expected_version, at=at)  # fmt: skip
+                       expected_version=expected_version, at=_at(at))  # fmt: skip
     return request_for(command, idempotency_key)
 
 
@@ -51,7 +51,7 @@ def pin(
     idempotency_key: str | None = None,
 ) -> Request[m.PinChanged]:
     command = c.Pin(session_id=session_id, node_id=node_id,
-                    expected_version=expected_version, at=at)  # fmt: skip
+                    expected_version=expected_version, at=_at(at))  # fmt: skip
     return request_for(command, idempotency_key)
 
 
@@ -64,7 +64,7 @@ def unpin(
     idempotency_key: str | None = None,
 ) -> Request[m.PinChanged]:
     command = c.Unpin(session_id=session_id, node_id=node_id,
-                      expected_version=expected_version, at=at)  # fmt: skip
+                      expected_version=expected_version, at=_at(at))  # fmt: skip
     return request_for(command, idempotency_key)
 
 
@@ -79,7 +79,7 @@ def attach(
 ) -> Request[m.NodeAdded]:
     command = c.Attach(session_id=session_id, source_session=source_session,
                        source_head=source_head, expected_version=expected_version,
-                       at=at)  # fmt: skip
+                       at=_at(at))  # fmt: skip
     return request_for(command, idempotency_key)
 
 
@@ -93,7 +93,7 @@ def merge(
 ) -> Request[m.NodeAdded]:
     """``peers``: ``{"node_id"}`` (this session) or ``{"session_id", "node_id"}``."""
     command = c.Merge(session_id=session_id, peers=[dict(p) for p in peers],
-                      expected_version=expected_version, at=at)  # fmt: skip
+                      expected_version=expected_version, at=_at(at))  # fmt: skip
     return request_for(command, idempotency_key)
 
 
@@ -124,7 +124,7 @@ def record_usage(
         output_tokens=output_tokens,
         provider=provider,
         head_node=head_node,
-        at=at,
+        at=_at(at),
     )
     return request_for(command, idempotency_key)
 
@@ -138,7 +138,7 @@ def start_run(
     idempotency_key: str | None = None,
 ) -> Request[m.RunStarted]:
     command = c.StartRun(session_id=session_id, run_id=run_id,
-                         expected_version=expected_version, at=at)  # fmt: skip
+                         expected_version=expected_version, at=_at(at))  # fmt: skip
     return request_for(command, idempotency_key)
 
 
@@ -151,7 +151,7 @@ def finish_run(
     idempotency_key: str | None = None,
 ) -> Request[m.RunFinished]:
     command = c.FinishRun(session_id=session_id, status=status,
-                          expected_version=expected_version, at=at)  # fmt: skip
+                          expected_version=expected_version, at=_at(at))  # fmt: skip
     return request_for(command, idempotency_key)
 
 
@@ -165,7 +165,7 @@ def switch_model(
     idempotency_key: str | None = None,
 ) -> Request[m.ModelChanged]:
     command = c.SwitchModel(session_id=session_id, model=model, context_window=context_window,
-                            expected_version=expected_version, at=at)  # fmt: skip
+                            expected_version=expected_version, at=_at(at))  # fmt: skip
     return request_for(command, idempotency_key)
 
 

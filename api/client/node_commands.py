@@ -12,7 +12,7 @@ from typing import Any
 
 from api import responses as m
 from api.client.command_routes import request_for
-from api.client.request import Request, When
+from api.client.request import Request, When, _at
 from domain import commands as c
 
 
@@ -46,7 +46,7 @@ def append_node(
         call_id=call_id,
         reads=list(reads) if reads is not None else None,
         metadata=dict(metadata) if metadata is not None else None,
-        at=at,
+        at=_at(at),
     )
     return request_for(command, idempotency_key)
 
@@ -62,7 +62,7 @@ def append_nodes(
     """Several nodes in one atomic command; each is a dict of ``append_node``'s fields
     (or ``sibling_of`` and ``kind`` for a version of a node)."""
     command = c.AppendNodes(session_id=session_id, nodes=[dict(node) for node in nodes],
-                            expected_version=expected_version, at=at)  # fmt: skip
+                            expected_version=expected_version, at=_at(at))  # fmt: skip
     return request_for(command, idempotency_key)
 
 
@@ -89,7 +89,7 @@ def _version(
         name=name,
         node_id=node_id,
         metadata=dict(metadata) if metadata is not None else None,
-        at=at,
+        at=_at(at),
     )
     return request_for(command, key)
 
@@ -162,5 +162,5 @@ def checkout(
     idempotency_key: str | None = None,
 ) -> Request[m.CheckedOut]:
     command = c.Checkout(session_id=session_id, node_id=node_id, version=version,
-                         expected_version=expected_version, at=at)  # fmt: skip
+                         expected_version=expected_version, at=_at(at))  # fmt: skip
     return request_for(command, idempotency_key)

@@ -19,6 +19,13 @@ T = TypeVar("T", bound=BaseModel)
 When = datetime | str | None  # an aware datetime, or ISO 8601 text with its offset
 
 
+def _at(when: When) -> datetime | None:
+    """``when`` as the datetime a command holds: text is read here (a ``ValueError``
+    before anything is sent if it is no ISO 8601); the server refuses one without
+    its offset, as it refuses naive datetimes."""
+    return datetime.fromisoformat(when) if isinstance(when, str) else when
+
+
 @dataclass(frozen=True)
 class Request(Generic[T]):
     method: str

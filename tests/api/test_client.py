@@ -156,3 +156,14 @@ def test_the_client_posts_the_command_objects_the_routes_build(
     assert ctx.run(pin, idempotency_key="pin-1").pinned
     assert sent[-1].headers["idempotency-key"] == "pin-1"
     assert ctx.get_session(sid).pinned == ["u1"]
+
+
+def test_a_time_given_as_text_sends_what_the_datetime_does() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    when = datetime(2026, 12, 5, 12, 0, tzinfo=timezone(timedelta(hours=1)))
+    assert c.start_session("t", at="2026-12-05T12:00:00+01:00") == c.start_session("t", at=when)
+    utc = nc.append_node("s", "user", at="2026-12-05T11:00:00Z")
+    assert utc.json is not None and utc.json["at"] == "2026-12-05T11:00:00+00:00"
+    with pytest.raises(ValueError):
+        c.pin("s", "u1", at="yesterday")
