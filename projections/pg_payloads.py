@@ -72,6 +72,8 @@ class Payloads:
                 ).format(table=self.table, literal=Literal(self.table.as_string())),
             SQL("CREATE INDEX IF NOT EXISTS {index} ON {table} (originator_id)"
                 ).format(index=index, table=self.table),
+            SQL("CREATE TABLE IF NOT EXISTS {} (one boolean PRIMARY KEY DEFAULT true "
+                "CHECK (one), through bigint NOT NULL)").format(self.swept),
             # lz4 where the server has it (as migration 0012 gives the events table)
             SQL("DO $$ BEGIN IF (SELECT attcompression FROM pg_attribute WHERE attrelid = "
                 "{literal}::regclass AND attname = 'state') <> 'l' THEN "
@@ -115,21 +117,45 @@ class Payloads:
                                  ).format(table=self.table, events=self.events),
                              [ids, STUB])  # fmt: skip
 
+    @property
+    def swept(self) -> Composed:
+        """One row: the payload id ``sweep`` has looked at up to."""
+        return SQL("{}.{}").format(Identifier(self.schema), Identifier(f"{self.name}_swept"))
+
     def sweep(self, conn: Any, grace: float = ORPHAN_GRACE) -> int:
         """Delete the payloads stored more than ``grace`` seconds ago that no event
         names (their append died between the two steps); how many went.
 
         A younger payload may be an append's in flight, whose event is not
-        committed yet: deleting it would leave that event naming nothing."""
-        with conn.cursor() as curs:
+        committed yet: deleting it would leave that event naming nothing.  Each
+        payload is looked at once (``swept`` keeps how far): every server start
+        sweeps, and asking the events of every session with large nodes again
+        each time would make start-up grow with the store."""
+        with conn.transaction(), conn.cursor(row_factory=tuple_row) as curs:
+            curs.execute(SQL("INSERT INTO {} (through) VALUES (0) ON CONFLICT DO NOTHING"
+                             ).format(self.swept))  # fmt: skip
+            curs.execute(SQL("SELECT through FROM {} FOR UPDATE").format(self.swept))
+            row = curs.fetchone()
+            assert row is not None
+            through = int(row[0])
+            curs.execute(SQL("SELECT max(payload_id) FROM {} WHERE payload_id > %s "
+                             "AND stored_at < now() - make_interval(secs => %s)"
+                             ).format(self.table), [through, grace])  # fmt: skip
+            row = curs.fetchone()
+            if row is None or row[0] is None:
+                return 0
+            horizon = int(row[0])
             curs.execute(SQL("DELETE FROM {table} AS p "
-                             "WHERE p.stored_at < now() - make_interval(secs => %s) "
+                             "WHERE p.payload_id > %s AND p.payload_id <= %s "
+                             "AND p.stored_at < now() - make_interval(secs => %s) "
                              "AND NOT EXISTS (SELECT 1 FROM {events} AS e "
                              "WHERE e.originator_id = p.originator_id "
                              "AND e.state = %b || convert_to(p.payload_id::text, 'UTF8'))"
                              ).format(table=self.table, events=self.events),
-                         [grace, STUB])  # fmt: skip
-            return int(curs.rowcount)
+                         [through, horizon, grace, STUB])  # fmt: skip
+            deleted = int(curs.rowcount)
+            curs.execute(SQL("UPDATE {} SET through = %s").format(self.swept), [horizon])
+            return deleted
 
     def fetch(self, curs: Any, ids: list[int]) -> dict[int, bytes]:
         """The states of payloads ``ids`` (read in binary: no hex to decode)."""

@@ -138,6 +138,36 @@ def test_migrate_sweeps_old_payloads_no_event_names_and_nothing_else(
     assert left == [named, young_orphan]
     assert [e.state for e in pg_recorder.select_events(originator)] == [large]
     assert upgrade(store_url) == 0
+    _rows(pg_recorder, "UPDATE {payloads} SET stored_at = now() - interval '2 hours' "
+          f"WHERE payload_id = {young_orphan} RETURNING payload_id")  # fmt: skip
+    assert upgrade(store_url) == 1, "an orphan is swept once it is old enough"
+    assert [int(r[0]) for r in _rows(pg_recorder, "SELECT payload_id FROM {payloads}")] == [named]
+
+
+def test_the_sweep_looks_at_each_payload_once(
+    pg_recorder: UnpipelinedRecorder, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every start sweeps: what it asks the events about is what came since the last."""
+    from projections.migrate import upgrade
+
+    originator = uuid.uuid4()
+    large = b'{"output":"' + b"u" * LARGE_STATE + b'"}'
+    pg_recorder.insert_events([StoredEvent(originator, 1, "tests:Probe", large)])
+    _rows(pg_recorder, "UPDATE {payloads} SET stored_at = now() - interval '2 hours' "
+          "RETURNING payload_id")  # fmt: skip
+    asked: list[Any] = []
+    execute = psycopg.Cursor.execute
+
+    def traced(self: psycopg.Cursor[Any], query: Any, params: Any = None, **kw: Any) -> Any:
+        text = query if isinstance(query, str) else query.as_string(self.connection)
+        if text.startswith("DELETE") and "NOT EXISTS" in text and "payload_id >" in text:
+            asked.append(params)
+        return execute(self, query, params, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", traced)
+    assert upgrade(store_url) == 0 and upgrade(store_url) == 0
+    assert len(asked) == 1, "the second start looked at the same payload again"
+    assert [e.state for e in pg_recorder.select_events(originator)] == [large]
 
 
 def test_a_payload_table_made_before_the_sweep_gets_its_column(
