@@ -28,9 +28,10 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
 LARGE_STATE = 64 * 1024  # bytes: a state this large is stored beside the events table
-# A payload is stored, then its event appended within the append's lock
-# timeout (30 s): one older than this that no event names was left by an
-# append that died in between, and no append will ever name it.
+# A payload is stored, then its event appended once the write's other
+# payloads are stored and the append's lock taken (30 s timeout): seconds,
+# minutes for the largest import.  One older than this that no event names
+# was left by an append that died in between; no append will ever name it.
 ORPHAN_GRACE = 3600  # seconds
 STUB = b"\x00\x00ctxstore-payload:"  # no JSON, zlib or cipher text starts with two NULs
 
