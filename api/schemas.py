@@ -68,23 +68,58 @@ class Command(Body):
 
 
 class StartSession(Body):
-    title: str = ""
+    title: str = Field("", description="a label for people (the inspector searches it)")
     model: Model = Field("openai:gpt-4o", description="'provider:model'")
-    context_window: ContextWindow | None = None
-    at: Timestamp | None = None
+    context_window: ContextWindow | None = Field(
+        None,
+        description="the model's window in tokens (default: its window in domain/catalogue.py)",
+    )
+    at: Timestamp | None = Field(None, description="When it happened (default: now).")
+
+
+# What each field of a node means, shared by ``AppendNode`` and ``BatchNode``.
+ROLE = (
+    "user | assistant | tool | system. A tool node is one call and its result: it hangs off "
+    "the assistant node that made the call (its caller)"
+)
+NODE_ID = "your id for the node (1..64 characters); default: a new UUID"
+NAME = "a tool node's tool name (the function the model called)"
+INPUT = (
+    "what goes into the node: a user's or system's message (text or content blocks), or a "
+    "tool call's arguments (JSON). An assistant node leaves it out"
+)
+OUTPUT = (
+    "what comes out of the node: an assistant's answer (text or content blocks), or a tool's "
+    "result. A user or system node leaves it out"
+)
+PREDECESSOR = (
+    "the node this one follows (default: the head); not for tool nodes, which name a caller"
+)
+CALLER = (
+    "a tool node's assistant node (default: the head's assistant, so a tool result appended "
+    "right after its assistant turn needs none)"
+)
+CALL_ID = (
+    "a tool node's id as the model gave it (OpenAI's tool_call id, Anthropic's tool_use id); "
+    "the render pairs the call and its result by it (default: the node id)"
+)
+READS = "nodes this one looked at: reading a node keeps it from being cleared as idle"
+METADATA = "any JSON object, stored with the node and never rendered"
 
 
 class AppendNode(Command):
-    role: str = Field(description="user | assistant | tool | system")
-    node_id: str | None = Field(None, min_length=1)
-    name: str | None = None
-    input: Any = None
-    output: Any = None
-    predecessor: str | None = None
-    caller: str | None = None
-    call_id: Id | None = None
-    reads: list[str] | None = None
-    metadata: dict[str, Any] | None = None
+    """One node: a message (user, assistant, system) or a tool call with its result."""
+
+    role: str = Field(description=ROLE)
+    node_id: str | None = Field(None, min_length=1, description=NODE_ID)
+    name: str | None = Field(None, description=NAME)
+    input: Any = Field(None, description=INPUT)
+    output: Any = Field(None, description=OUTPUT)
+    predecessor: str | None = Field(None, description=PREDECESSOR)
+    caller: str | None = Field(None, description=CALLER)
+    call_id: Id | None = Field(None, description=CALL_ID)
+    reads: list[str] | None = Field(None, description=READS)
+    metadata: dict[str, Any] | None = Field(None, description=METADATA)
 
 
 class BatchNode(Body):
@@ -92,67 +127,75 @@ class BatchNode(Body):
 
     role: str | None = Field(None, description="user | assistant | tool | system; a version "
                              "may leave it out (it keeps its node's role)")  # fmt: skip
-    node_id: str | None = Field(None, min_length=1)
-    name: str | None = None
-    input: Any = None
-    output: Any = None
-    predecessor: str | None = Field(None, description="may name an earlier node of the batch")
-    caller: str | None = Field(None, description="may name an earlier node of the batch")
-    call_id: Id | None = None
-    reads: list[str] | None = None
-    metadata: dict[str, Any] | None = None
+    node_id: str | None = Field(None, min_length=1, description=NODE_ID)
+    name: str | None = Field(None, description=NAME)
+    input: Any = Field(None, description=INPUT)
+    output: Any = Field(None, description=OUTPUT)
+    predecessor: str | None = Field(
+        None, description=PREDECESSOR + "; may name an earlier node of the batch"
+    )
+    caller: str | None = Field(None, description=CALLER + "; may name an earlier node of the batch")
+    call_id: Id | None = Field(None, description=CALL_ID)
+    reads: list[str] | None = Field(None, description=READS)
+    metadata: dict[str, Any] | None = Field(None, description=METADATA)
     sibling_of: str | None = Field(None, description="make this entry a version of that node")
     kind: Literal["retry", "edit"] | None = Field(
         None, description="with sibling_of: a new sample of the same prompt, or an edit"
     )
-    at: Timestamp | None = None
+    at: Timestamp | None = Field(None, description="When it happened (default: the batch's).")
 
 
 class AppendBatch(Command):
     """Several nodes in one atomic command: all of them are stored, or none."""
 
-    nodes: list[BatchNode] = Field(min_length=1, max_length=1000)
+    nodes: list[BatchNode] = Field(
+        min_length=1, max_length=1000, description="the nodes, in order (1..1000)"
+    )
 
 
 class AddSibling(Command):
     """Retry or edit: the body is the new version's content; the route says which
     (a retry is a new sample of the same prompt, so new content is expected)."""
 
-    input: Any = None
-    output: Any = None
-    name: str | None = None
-    node_id: str | None = Field(None, min_length=1)
-    metadata: dict[str, Any] | None = None
+    input: Any = Field(None, description=INPUT)
+    output: Any = Field(None, description=OUTPUT)
+    name: str | None = Field(None, description=NAME)
+    node_id: str | None = Field(None, min_length=1, description=NODE_ID)
+    metadata: dict[str, Any] | None = Field(None, description=METADATA)
 
 
 class Checkout(Command):
-    node_id: Id
+    """Move the head to a node: the next append follows it."""
+
+    node_id: Id = Field(description="the node to move the head to")
     version: int | None = Field(None, description="1-based sibling version of node_id")
 
 
 class Branch(Command):
     """``expected_version`` is the source session's: branching from an unseen chain is stale."""
 
-    node_id: Id
-    title: str | None = None
+    node_id: Id = Field(description="the node the new session's history ends at")
+    title: str | None = Field(None, description="the new session's title")
 
 
 class NodeRef(Command):
-    node_id: Id
+    node_id: Id = Field(description="the node (pin, unpin: its item is kept full, or no longer)")
 
 
 class Attach(Command):
-    source_session: str
-    source_head: str | None = None
+    """Bring another session's context (its commit at ``source_head``) in after the head."""
+
+    source_session: str = Field(description="the session whose context is attached")
+    source_head: str | None = Field(None, description="its node to attach at (default: its head)")
 
 
 class Peer(Body):
     session_id: str | None = Field(None, description="default: this session")
-    node_id: Id
+    node_id: Id = Field(description="the head to merge in")
 
 
 class Merge(Command):
-    peers: list[Peer]
+    peers: list[Peer] = Field(description="the heads joined into this session's head")
 
 
 class Usage(Command):
@@ -164,16 +207,21 @@ class Usage(Command):
     excludes ``cache_read`` and ``cache_creation``.
     """
 
-    request_id: Label
+    request_id: Label = Field(description="the provider's id of the request (one report each)")
     usage: dict[str, Any] | None = Field(
         None, description="the provider's usage object, verbatim (OpenAI or Anthropic shape)"
     )
-    input_tokens: int | None = None  # range checked by the domain (invalid_command), as for the CLI
-    cache_read: int = 0
-    cache_creation: int = 0
-    output_tokens: int = 0
+    # range checked by the domain (invalid_command), as for the CLI
+    input_tokens: int | None = Field(
+        None, description="prompt tokens not read from or written to the cache"
+    )
+    cache_read: int = Field(0, description="prompt tokens read from the provider's cache")
+    cache_creation: int = Field(0, description="prompt tokens written to the provider's cache")
+    output_tokens: int = Field(0, description="tokens the model generated")
     provider: Id | None = Field(None, description="default: the session model's provider")
-    head_node: str | None = None
+    head_node: str | None = Field(
+        None, description="the head the request was rendered at (default: the session's head)"
+    )
 
     @model_validator(mode="after")
     def _one_shape(self) -> Usage:
@@ -183,16 +231,21 @@ class Usage(Command):
 
 
 class StartRun(Command):
-    run_id: Id | None = None
+    """An agent run starts: until it finishes, a retry, an edit, a merge or another run
+    start are refused with 409 agent_running."""
+
+    run_id: Id | None = Field(None, description="your id for the run (default: a new one)")
 
 
 class FinishRun(Command):
-    status: Label = "completed"
+    status: Label = Field("completed", description="how the run ended")
 
 
 class SwitchModel(Command):
     model: Model = Field(description="'provider:model'")
-    context_window: ContextWindow | None = None
+    context_window: ContextWindow | None = Field(
+        None, description="the new model's window in tokens (default: the catalogue's)"
+    )
 
 
 class ConfigureCompaction(Command):
@@ -207,8 +260,10 @@ class ConfigureCompaction(Command):
 
 
 class ToolSpec(Body):
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    description: str | None = Field(None, max_length=10_000)
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="the tool's name")
+    description: str | None = Field(
+        None, max_length=10_000, description="what the tool does, for the model"
+    )
     input_schema: dict[str, Any] = Field(
         default_factory=lambda: {"type": "object"}, description="a JSON schema of type object"
     )
@@ -221,7 +276,11 @@ class DeclareTools(Command):
 
 
 class Compact(Body):
-    expected_version: int | None = None
+    """Summarize now what the rules would summarize when the window fills."""
+
+    expected_version: int | None = Field(
+        None, description="Refuse with 409 stale_version unless the session is at this version."
+    )
 
 
 @cache

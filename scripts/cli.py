@@ -198,7 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--port", type=int, default=8000)
         if name == "serve":
             p.add_argument("--workers", type=_positive, default=1)
-    command("migrate", cmd_migrate, "alembic upgrade head for the projection tables")
+    command("migrate", cmd_migrate, "create every table (the event store's too), migrate the "
+            "projection tables to alembic's head and sweep orphaned payloads")  # fmt: skip
     p = command("import", cmd_import, "import a JSONL transcript; prints the session id")
     p.add_argument("file", metavar="FILE.jsonl")
     p.add_argument("--tenant", default=None, help="the tenant that owns the new session "

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests import pg_provider, tiers
+
 ROOT = Path(__file__).resolve().parent.parent
 _shared = ROOT.parent / "shared" / "tiktoken"
 if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared.is_dir():
@@ -38,14 +40,19 @@ def immediate_policy(**overrides: Any) -> Any:
     return Policy.from_json(json.dumps({**json.loads(IMMEDIATE_POLICY_JSON), **overrides}))
 
 
-PG_ADMIN_URL = os.environ.get(
-    "CTXSTORE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
+# What the tests started with; ``pg_admin_url()`` is the one in force (a throwaway cluster the
+# suite starts replaces it once the tests are collected: tests/pg_provider.py).
+PG_ADMIN_URL = pg_provider.admin_url()
 STORES = [
     s.strip()
     for s in os.environ.get("CTXSTORE_TEST_STORES", "sqlite,postgres").split(",")
     if s.strip()
 ]
+
+
+def pg_admin_url() -> str:
+    """The admin URL tests create and drop their PostgreSQL databases over."""
+    return pg_provider.admin_url()
 
 
 def _pg_conninfo(url: str) -> str:
@@ -56,16 +63,17 @@ def create_pg_database() -> str:
     import psycopg
 
     name = f"ctxstore_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_pg_conninfo(PG_ADMIN_URL), autocommit=True) as conn:
+    admin = pg_admin_url()
+    with psycopg.connect(_pg_conninfo(admin), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    return PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    return admin.rsplit("/", 1)[0] + "/" + name
 
 
 def drop_pg_database(url: str) -> None:
     import psycopg
 
     name = url.rsplit("/", 1)[1]
-    with psycopg.connect(_pg_conninfo(PG_ADMIN_URL), autocommit=True) as conn:
+    with psycopg.connect(_pg_conninfo(pg_admin_url()), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -105,3 +113,58 @@ def opened_app(url: str) -> Iterator[Any]:
 def app(store_url: str) -> Iterator[object]:
     with opened_app(store_url) as application:
         yield application
+
+
+# -- tiers and PostgreSQL ------------------------------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "quick: the edit-and-test tier (tests/tiers.py)")
+    config.addinivalue_line("markers", "postgres: needs PostgreSQL without a store_url param")
+    config.pluginmanager.register(_PostgresForTheRun(), "ctxstore-postgres")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the quick tier before ``-m`` selects from it."""
+    for item in items:
+        if tiers.is_quick(item):
+            item.add_marker(pytest.mark.quick)
+
+
+class _PostgresForTheRun:
+    """Once the tests to run are chosen: PostgreSQL for those that need it (pg_provider)."""
+
+    cluster: pg_provider.Cluster | None = None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        needing = [item for item in items if tiers.uses_postgres(item)]
+        if not needing or pg_provider.answers(pg_admin_url()):
+            return
+        say = config.pluginmanager.get_plugin("terminalreporter")
+        try:
+            self.cluster = pg_provider.start_cluster()
+        except pg_provider.Unavailable as why:
+            if pg_provider.required():
+                raise pytest.UsageError(
+                    f"PostgreSQL is required (CTXSTORE_REQUIRE_POSTGRES=1): {why}"
+                ) from None
+            if say is not None:
+                say.write_line(f"{why}: running SQLite alone ({len(needing)} tests left out)")
+            config.hook.pytest_deselected(items=needing)
+            items[:] = [item for item in items if not tiers.uses_postgres(item)]
+            return
+        os.environ["CTXSTORE_TEST_PG_URL"] = self.cluster.url
+        if say is not None:
+            say.write_line(
+                f"nothing answered at {PG_ADMIN_URL}: "
+                f"a throwaway PostgreSQL cluster at {self.cluster.url} (removed after the run)"
+            )
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+            self.cluster = None

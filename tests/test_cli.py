@@ -22,7 +22,7 @@ import pytest
 
 from domain.application import CtxStore
 from scripts import cli, demo, transcript
-from tests.conftest import PG_ADMIN_URL, STORES
+from tests.conftest import STORES, pg_admin_url
 
 SAMPLE = Path(cli.__file__).resolve().parent / "sample_session.jsonl"
 
@@ -471,11 +471,12 @@ def test_a_file_that_is_not_a_database_is_one_line(
         assert err.count("\n") == 1, err
 
 
+@pytest.mark.postgres
 @pytest.mark.skipif("postgres" not in STORES, reason="PostgreSQL is not among the test stores")
 def test_an_unusable_postgres_database_is_named_at_once(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/ctxstore_no_such_database"
+    url = pg_admin_url().rsplit("/", 1)[0] + "/ctxstore_no_such_database"
     for command in (["export", str(uuid.UUID(int=1))], ["replay", str(uuid.UUID(int=1)),
                                                          "--to", "1"]):  # fmt: skip
         started = time.monotonic()
