@@ -272,7 +272,9 @@ class ToolSpec(Body):
 class DeclareTools(Command):
     """The tools every request offers from now on; each declaration replaces the last."""
 
-    tools: list[ToolSpec] = Field(max_length=128)
+    tools: list[ToolSpec] = Field(
+        max_length=128, description="every tool requests offer (0..128); [] offers none"
+    )
 
 
 class Compact(Body):

@@ -191,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, fn, text in (
         ("serve", cmd_serve, "migrate, then serve the HTTP API"),
-        ("demo", cmd_demo, "migrate, import the sample session, serve"),
+        ("demo", cmd_demo, "migrate, import the sample session (with a branch it attaches), serve"),
     ):
         p = command(name, fn, text)
         p.add_argument("--host", default="127.0.0.1")
