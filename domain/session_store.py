@@ -203,7 +203,8 @@ class SessionStore(Application[UUID]):
         extra = []
         if pending is not None:  # the command's result, as the key's claim remembers it
             result = RESULT.get() or (None, agg.version)
-            extra.append(claim_event(pending, str(agg.id), result, agg.modified_on))
+            # the claim's time is the request's (its age is the key's), not the session's
+            extra.append(claim_event(pending, str(agg.id), result, pending.at))
         recorded = tuple(type(event) for event in agg.pending_events)
         try:
             self.save(agg, *extra)
@@ -226,14 +227,19 @@ class SessionStore(Application[UUID]):
             ) from None
 
     def idempotency_claim(self, pending: Pending) -> Stored | None:
-        """What the store holds for ``pending``'s key: None if no command used it yet."""
-        records = self.recorder.select_events(pending.claim_id)
-        return stored_from([self.mapper.to_domain_event(r) for r in records])
+        """What the store holds for ``pending``'s key: None if no command used it yet,
+        or if that claim expired (or was erased)."""
+        for claim in pending.lookups():
+            records = self.recorder.select_events(claim)
+            stored = stored_from([self.mapper.to_domain_event(r) for r in records], pending)
+            if stored is not None:
+                return stored
+        return None
 
-    def record_answer(self, pending: Pending, status: int, body: str, at: datetime) -> None:
+    def record_answer(self, claim: UUID, status: int, body: str, at: datetime) -> None:
         """Remember the answer a key's command got, for retries; the first one recorded wins."""
         try:
-            self.save(answered_event(pending, status, body, at))
+            self.save(answered_event(claim, status, body, at))
         except IntegrityError:
             pass  # a concurrent retry recorded it first
 
