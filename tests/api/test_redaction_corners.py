@@ -59,8 +59,8 @@ def test_the_live_streams_occupancy_is_masked(store_url: str) -> None:
             for line in stream.iter_lines():
                 seen.append(line)
                 if line == "event: timeline":  # the opening frames are sent: change it
-                    ok(c.post(f"/sessions/{sid}/nodes", json={"role": "assistant",
-                                                              "output": "a longer answer"}), 201)  # fmt: skip
+                    more = {"role": "assistant", "output": "a longer answer"}
+                    ok(c.post(f"/sessions/{sid}/nodes", json=more), 201)
                 if line == "event: timeline_append":
                     break
         occupancies = [seen[i + 1] for i, line in enumerate(seen) if line == "event: occupancy"]
