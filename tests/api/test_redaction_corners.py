@@ -61,8 +61,8 @@ def test_the_live_streams_occupancy_is_masked(store_url: str) -> None:
                 if line == "event: timeline":  # the opening frames are sent: change it
                     more = {"role": "assistant", "output": "a longer answer"}
                     ok(c.post(f"/sessions/{sid}/nodes", json=more), 201)
-                if line == "event: timeline_append":
-                    break
+                if line.startswith("data:") and seen.count("event: occupancy") == 2:
+                    break  # the live one, after the change
         occupancies = [seen[i + 1] for i, line in enumerate(seen) if line == "event: occupancy"]
         assert len(occupancies) == 2  # the opening one and the live one
         assert all("[REDACTED:github_token]" in data for data in occupancies)
