@@ -18,6 +18,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from api.app import create_app
+from domain.idempotency import CREATED_TOPIC as CREATED
 from domain.idempotency import DEFAULT_TTL, ttl_from
 from tests.api.conftest import LOCAL
 from tests.api.test_erasure import _store_text
@@ -51,11 +52,17 @@ def _keyed_commands(client: TestClient, marker: str) -> tuple[str, dict[str, Any
 def test_erasing_a_session_forgets_its_keys(client: TestClient, store_url: str) -> None:
     marker = f"MARK{secrets.token_hex(8)}"
     sid, sent = _keyed_commands(client, marker)
-    assert marker.encode() in _store_text(store_url)  # the claims hold it before
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    claims = runtime.app.recorder.select_notifications(start=1, limit=1000, topics=[CREATED])
+    hashes = [runtime.app.mapper.to_domain_event(n).fingerprint.encode() for n in claims]
+    assert len(hashes) == 5
+    before = _store_text(store_url)
+    assert marker.encode() in before and all(h in before for h in hashes)  # the claims
     assert client.delete(f"/sessions/{sid}").status_code == 200
     store = _store_text(store_url)
     assert marker.encode() not in store
     assert marker[4:].encode() not in store
+    assert not any(h in store for h in hashes)  # no hash to confirm a guess of the content
     for key, (path, body) in sent.items():  # as for a session that never existed
         again = client.post(path, json=body, headers=_key(key))
         assert again.status_code == 404, (key, again.text)
@@ -94,9 +101,7 @@ def test_a_key_expires_after_its_ttl(runtime: Any, store_url: str) -> None:
         now += timedelta(hours=2)
         other = client.post("/sessions", json={}).json()["session_id"]
         assert client.delete(f"/sessions/{other}").status_code == 200
-    claims = runtime.app.recorder.select_notifications(
-        start=1, limit=1000, topics=["domain.idempotency:IdempotencyClaim.Created"]
-    )
+    claims = runtime.app.recorder.select_notifications(start=1, limit=1000, topics=[CREATED])
     assert claims == []
 
 
