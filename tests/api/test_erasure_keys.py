@@ -20,8 +20,11 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from domain.idempotency import CREATED_TOPIC as CREATED
 from domain.idempotency import DEFAULT_TTL, ttl_from
+from scripts import cli
+from service.key_expiry import forget_expired_keys
 from tests.api.conftest import LOCAL
 from tests.api.test_erasure import _store_text
+from tests.conftest import opened_app
 
 
 def _key(value: str) -> dict[str, str]:
@@ -113,3 +116,29 @@ def test_the_ttl_setting() -> None:
     for bad in ("0", "-1h", "soon", "1w"):
         with pytest.raises(ValueError, match="CTXSTORE_IDEMPOTENCY_TTL"):
             ttl_from(bad)
+
+
+def test_expired_keys_are_deleted_without_an_erasure(runtime: Any, store_url: str) -> None:
+    marker = f"MARK{secrets.token_hex(8)}"
+    now = datetime.now(UTC) - timedelta(days=2)
+    runtime.clock = lambda: now
+    with TestClient(create_app(runtime), base_url=LOCAL) as client:
+        sid, _ = _keyed_commands(client, marker)
+        now += timedelta(hours=23)
+        live = client.post(f"/sessions/{sid}/nodes", json={"role": "user", "output": "x"},
+                           headers=_key("k-live"))  # fmt: skip
+        assert live.status_code == 201
+        client.post(f"/sessions/{sid}/nodes", json={"role": "user", "output": "y"})
+    now += timedelta(hours=2)  # the first five are 25 h old, the last one 2 h
+    assert forget_expired_keys(runtime) == {"forgotten": 5, "compacted": True}
+    left = runtime.app.recorder.select_notifications(start=1, limit=1000, topics=[CREATED])
+    assert [runtime.app.mapper.to_domain_event(n).key for n in left] == ["k-live"]
+    # the marker stays in the session itself (the tool description), but no claim holds it
+    assert all(marker not in n.state.decode(errors="replace") for n in
+               runtime.app.recorder.select_notifications(start=1, limit=1000) if
+               n.topic.startswith("domain.idempotency"))  # fmt: skip
+    # and from the command line, on the real clock: "k-live" is 25 h old by now
+    runtime.close()
+    assert cli.main(["erase", "--expired-keys", "--db", store_url]) == 0
+    with opened_app(store_url) as app:
+        assert app.recorder.select_notifications(start=1, limit=1000, topics=[CREATED]) == []
