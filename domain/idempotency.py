@@ -69,6 +69,7 @@ class IdempotencyClaim(Aggregate):
 
 _TOPIC = f"{IdempotencyClaim.__module__}:{IdempotencyClaim.__qualname__}"
 CREATED_TOPIC = f"{_TOPIC}.Created"
+ANSWERED_TOPIC = f"{_TOPIC}.Answered"
 
 
 def ttl_from(text: str | None) -> timedelta:
@@ -185,7 +186,9 @@ def stored_from(events: list[Any], pending: Pending) -> Stored | None:
     created = next((e for e in events if isinstance(e, IdempotencyClaim.Created)), None)
     if created is None or not pending.live(created.timestamp):
         return None
-    answered = next((e for e in events if isinstance(e, IdempotencyClaim.Answered)), None)
+    answered = next((e for e in events if isinstance(e, IdempotencyClaim.Answered)
+                     and e.timestamp >= created.timestamp), None)  # fmt: skip
+    # (an older answer is one recorded as an erasure deleted its claim: not this one's)
     value, version = created.result
     return Stored(created.originator_id, created.fingerprint, (value, int(version)),
                   (answered.status, answered.body) if answered else None)  # fmt: skip

@@ -18,7 +18,7 @@ from uuid import UUID
 from eventsourcing.persistence import Notification, StoredEvent
 from sqlalchemy import Connection, bindparam, text
 
-from domain.idempotency import CREATED_TOPIC
+from domain.idempotency import ANSWERED_TOPIC, CREATED_TOPIC
 from projections import tables as t
 from projections.pg_payloads import Payloads, is_stub, resolve, stub_id
 from service.runtime import Runtime
@@ -107,6 +107,12 @@ class EventTables:
             event: Any = mapper.to_domain_event(row)
             if event.session_id in sessions or event.timestamp < expired:
                 out.append(UUID(str(row.originator_id)))
+        # an answer recorded just after its claim was erased (the command's answer and
+        # a DELETE of its session raced) has no claim left: it goes too
+        answers = text(f"SELECT originator_id FROM {self.events} WHERE topic = :topic")
+        claimed = {UUID(str(r.originator_id)) for r in rows}
+        out += [UUID(str(r[0])) for r in conn.execute(answers, {"topic": ANSWERED_TOPIC})
+                if UUID(str(r[0])) not in claimed]  # fmt: skip
         return out
 
     def rewrite(self, conn: Connection, stored: StoredEvent) -> None:

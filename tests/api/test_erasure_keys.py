@@ -10,6 +10,7 @@ the clock is the runtime's, set here instead of sleeping.
 
 from __future__ import annotations
 
+import json
 import secrets
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -142,3 +143,55 @@ def test_expired_keys_are_deleted_without_an_erasure(runtime: Any, store_url: st
     assert cli.main(["erase", "--expired-keys", "--db", store_url]) == 0
     with opened_app(store_url) as app:
         assert app.recorder.select_notifications(start=1, limit=1000, topics=[CREATED]) == []
+
+
+def test_an_answer_recorded_as_its_session_was_erased_is_never_sent(
+    runtime: Any, store_url: str
+) -> None:
+    marker = f"MARK{secrets.token_hex(8)}"
+    now = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    runtime.clock = lambda: now
+    erased: list[str] = []
+
+    def late(pending: Any, status: int, body: str) -> None:
+        """The DELETE lands between the command and the record of its answer."""
+        if not erased:
+            erased.append(json.loads(body)["session_id"])
+            assert client.delete(f"/sessions/{erased[0]}").status_code == 200
+            runtime.app.record_answer(pending.claim_id, status, body, runtime.clock())
+        else:
+            original(pending, status, body)
+
+    original, runtime.record_answer = runtime.record_answer, late
+    with TestClient(create_app(runtime), base_url=LOCAL) as client:
+        send = {"json": {"title": marker}, "headers": _key("k-race")}
+        assert client.post("/sessions", **send).status_code == 201  # type: ignore[arg-type]
+        now += timedelta(seconds=1)
+        again = client.post("/sessions", **send)  # type: ignore[arg-type]
+        now += timedelta(seconds=1)
+        third = client.post("/sessions", **send)  # type: ignore[arg-type]
+        assert again.status_code == third.status_code == 201
+        assert again.json()["session_id"] == third.json()["session_id"] != erased[0]
+        assert client.delete(f"/sessions/{third.json()['session_id']}").status_code == 200
+    assert marker.encode() not in _store_text(store_url)
+
+
+def test_an_answer_left_without_its_claim_goes_with_the_next_erasure(
+    runtime: Any, store_url: str
+) -> None:
+    marker = f"MARK{secrets.token_hex(8)}"
+
+    def late(pending: Any, status: int, body: str) -> None:
+        assert client.delete(f"/sessions/{json.loads(body)['session_id']}").status_code == 200
+        runtime.app.record_answer(pending.claim_id, status, body, runtime.clock())
+
+    runtime.record_answer = late
+    with TestClient(create_app(runtime), base_url=LOCAL) as client:
+        sid = client.post("/sessions", json={}).json()["session_id"]
+        tools = {"tools": [{"name": "probe", "description": f"does {marker} things"}]}
+        declared = client.post(f"/sessions/{sid}/tools", json=tools, headers=_key("k-orphan"))
+        assert declared.status_code == 200 and marker in declared.text
+        assert marker.encode() in _store_text(store_url)  # the answer, with no claim
+        other = client.post("/sessions", json={}).json()["session_id"]
+        assert client.delete(f"/sessions/{other}").status_code == 200
+    assert marker.encode() not in _store_text(store_url)
