@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match
 
 from domain import errors as domain_errors
 from domain.erasure import TenantNotConfirmed
@@ -132,7 +133,22 @@ async def http_error(request: Request, exc: Exception) -> Response:
         message = f"no route {request.method} {request.url.path}"
     elif exc.status_code == 405:
         message = f"{request.method} is not allowed on {request.url.path}"
+        return error_response(405, code, message, headers={**(exc.headers or {}),
+                                                           "Allow": allowed(request)})  # fmt: skip
     return error_response(exc.status_code, code, message, headers=exc.headers)
+
+
+_METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed(request: Request) -> str:
+    """Every method some route serves on the request's path (Starlette's 405 names only
+    the first route's, and each route here serves one method)."""
+    found: set[str] = set()
+    for route in request.app.routes:
+        if route.matches(request.scope)[0] is not Match.NONE:
+            found |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(found, key=lambda m: (_METHOD_ORDER + (m,)).index(m)))
 
 
 async def summarizer_error(request: Request, exc: Exception) -> Response:

@@ -5,7 +5,9 @@ one answered, byte for byte, and stores nothing; the same key with another
 request (method, path or body) is a 422 ``idempotency_key_reused``.  Keys
 are scoped by tenant (``request.scope["ctxstore_tenant"]``, "" when the
 server has none).  A request that was refused stored nothing and is not
-remembered: its retry runs again.
+remembered: its retry runs again.  A key is remembered for
+``CTXSTORE_IDEMPOTENCY_TTL`` (24 h by default), and not past the erasure of
+its session (``domain.idempotency``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ def idempotent(handler: Handler) -> Handler:
             str(request.scope.get("ctxstore_tenant") or ""),
             key,
             fingerprint(request.method, request.url.path, await request.body()),
+            runtime.clock(),
+            runtime.idempotency_ttl,
         )
         answer = await run_in_threadpool(runtime.answer_for, pending)
         if answer is not None:

@@ -84,7 +84,8 @@ IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",
     "in": "header",
     "required": False,
-    "description": "a retry with the same key answers the first answer and stores nothing",
+    "description": "a retry with the same key answers the first answer and stores nothing, "
+    "within CTXSTORE_IDEMPOTENCY_TTL (24 h by default) and until its session is erased",
     "schema": {
         "type": "string",
         "minLength": 1,

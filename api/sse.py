@@ -34,6 +34,7 @@ from api.client_slots import ClientSlots
 from api.openapi import Endpoint
 from api.principal import client_identity
 from api.stream_watcher import StreamWatcher
+from domain.rules.redact import mask_reply
 from service.runtime import Runtime
 
 log = logging.getLogger("ctxstore.api")
@@ -56,10 +57,15 @@ def _state(runtime: Runtime, sid: str, tenant: str, after: int = 0) -> State:
 
     The timeline part is the entries after log position ``after``, and the
     position of the last of them, which the next poll starts from.  Every
-    read is the caller's ``tenant``'s (``api.auth``).
+    read is the caller's ``tenant``'s (``api.auth``), masked when the policy
+    redacts secrets.
     """
     position = runtime.position()
-    return (position, runtime.occupancy(sid, tenant)) + runtime.timeline_after(sid, after, tenant)
+    state = (position, runtime.occupancy(sid, tenant)) + runtime.timeline_after(sid, after, tenant)
+    if not runtime.policy.redact_secrets:
+        return state
+    # masked as ``/occupancy`` and ``/timeline`` mask them (``api.routes_queries``)
+    return state[0], mask_reply(state[1]), mask_reply(state[2]), state[3]
 
 
 async def _frames(

@@ -24,14 +24,23 @@ class SessionLocks:
 
     @contextmanager
     def hold(self, key: object) -> Iterator[None]:
+        with self.attempt(key, blocking=True):
+            yield
+
+    @contextmanager
+    def attempt(self, key: object, blocking: bool = False) -> Iterator[bool]:
+        """The lock if it is free (or this thread's already): whether it was had."""
         name = str(key)
         with self._guard:
             lock, users = self._locks.get(name, (threading.RLock(), 0))
             self._locks[name] = (lock, users + 1)
+        had = False
         try:
-            with lock:
-                yield
+            had = lock.acquire(blocking=blocking)
+            yield had
         finally:
+            if had:
+                lock.release()
             with self._guard:
                 lock, users = self._locks[name]
                 if users == 1:

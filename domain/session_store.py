@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime
-from itertools import islice
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -36,7 +35,7 @@ from domain.idempotency import (
     stored_from,
 )
 from domain.node_claim import InheritedIds, claim_id
-from domain.session import Session
+from domain.session import NODE_EVENTS, Session
 from domain.session_locks import SessionLocks
 from domain.store_config import PG_RECORDER_TOPIC, database_url, eventsourcing_env
 from domain.tenancy import check_owner
@@ -47,6 +46,7 @@ RESULT: ContextVar[tuple[Any, int] | None] = ContextVar("ctxstore_result", defau
 # The types of the events the last command in this context saved (the runtime's
 # follow-up policy is keyed by them).
 SAVED: ContextVar[tuple[type[Any], ...]] = ContextVar("ctxstore_saved", default=())
+LATEST = 2**62  # "up to the newest version", for a read that bypasses the cache
 RACE_ATTEMPTS = 10  # jittered backoff, at most ~0.3 s in all
 # (session id, node id) -> the projection's newest commit there, if it has one
 CommitResolver = Callable[[str, str], "str | None"]
@@ -90,7 +90,8 @@ class SessionStore(Application[UUID]):
         process stored since.  Skipping that query (and re-checking only
         after a failure) made a single process's appends a fifth cheaper,
         but behind several API workers nearly every command then found its
-        copy stale and paid a full reload from the last snapshot.
+        copy stale and paid a full reload from the last snapshot.  While a
+        command of another thread holds the session, a read reloads instead.
         """
         try:
             sid = session_id if isinstance(session_id, UUID) else UUID(str(session_id))
@@ -102,7 +103,13 @@ class SessionStore(Application[UUID]):
                 session_id=session_id,
             )
         try:
-            agg: Any = self.repository.get(sid)
+            with self.locks.attempt(sid) as free:
+                # The cached copy is shared and a command changes it in place, under
+                # the session's lock; fast-forwarding it then (another thread's read)
+                # mixed stored events with the command's unsaved ones.  Meanwhile a
+                # read gets a copy of its own, from the last snapshot.
+                agg: Any = (self.repository.get(sid) if free
+                            else self.repository.get(sid, version=LATEST))  # fmt: skip
         except AggregateNotFoundError:
             raise errors.SessionNotFound(f"unknown session {sid}", session_id=str(sid)) from None
         if not isinstance(agg, Session):
@@ -132,9 +139,13 @@ class SessionStore(Application[UUID]):
                 agg = self.session(session_id, tenant)
                 try:
                     agg.expect_version(expected_version)
-                    known = len(agg.nodes)
                     result = fn(agg)
-                    added = list(islice(reversed(agg.nodes), len(agg.nodes) - known))
+                    # This command's own nodes, as its events name them.  Not the nodes
+                    # the copy gained meanwhile: the cached copy is shared, and a read in
+                    # another thread fast-forwards it in place with what another process
+                    # stored (whose ids are claimed, which read as a duplicate node).
+                    added = [e.node_id for e in agg.pending_events
+                             if isinstance(e, NODE_EVENTS)]  # fmt: skip
                     self.refuse_inherited(agg, added)
                     RESULT.set((result, agg.version))
                     self._save(agg, added=added)
@@ -203,7 +214,8 @@ class SessionStore(Application[UUID]):
         extra = []
         if pending is not None:  # the command's result, as the key's claim remembers it
             result = RESULT.get() or (None, agg.version)
-            extra.append(claim_event(pending, str(agg.id), result, agg.modified_on))
+            # the claim's time is the request's (its age is the key's), not the session's
+            extra.append(claim_event(pending, str(agg.id), result, pending.at))
         recorded = tuple(type(event) for event in agg.pending_events)
         try:
             self.save(agg, *extra)
@@ -226,14 +238,19 @@ class SessionStore(Application[UUID]):
             ) from None
 
     def idempotency_claim(self, pending: Pending) -> Stored | None:
-        """What the store holds for ``pending``'s key: None if no command used it yet."""
-        records = self.recorder.select_events(pending.claim_id)
-        return stored_from([self.mapper.to_domain_event(r) for r in records])
+        """What the store holds for ``pending``'s key: None if no command used it yet,
+        or if that claim expired (or was erased)."""
+        for claim in pending.lookups():
+            records = self.recorder.select_events(claim)
+            stored = stored_from([self.mapper.to_domain_event(r) for r in records], pending)
+            if stored is not None:
+                return stored
+        return None
 
-    def record_answer(self, pending: Pending, status: int, body: str, at: datetime) -> None:
+    def record_answer(self, claim: UUID, status: int, body: str, at: datetime) -> None:
         """Remember the answer a key's command got, for retries; the first one recorded wins."""
         try:
-            self.save(answered_event(pending, status, body, at))
+            self.save(answered_event(claim, status, body, at))
         except IntegrityError:
             pass  # a concurrent retry recorded it first
 

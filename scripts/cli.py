@@ -14,6 +14,7 @@
     ctxstore keys revoke KEY_ID [--db URL]
     ctxstore erase   SESSION_ID [--db URL] [--by NAME] # erase it (and its branches) for good
     ctxstore erase   --tenant T [--db URL] [--by NAME] # every session of tenant T
+    ctxstore erase   --expired-keys [--db URL]         # idempotency keys past their TTL
 
 ``--db`` defaults to ``CTXSTORE_DATABASE_URL`` (else ``sqlite:///ctxstore.db``).
 
@@ -157,15 +158,19 @@ def _rebuild_online(url: str, switch_anyway: bool, processes: int) -> int:
 
 def cmd_erase(args: argparse.Namespace) -> int:
     from service.erasure import Eraser
+    from service.key_expiry import forget_expired_keys
 
     runtime = _runtime(args)
     try:
         eraser = Eraser(runtime)
-        if (args.session_id is None) == (args.tenant is None):
-            print("error: invalid_request: name a SESSION_ID or --tenant T, not both",
+        named = [args.session_id is not None, args.tenant is not None, args.expired_keys]
+        if named.count(True) != 1:
+            print("error: invalid_request: name one of SESSION_ID, --tenant T, --expired-keys",
                   file=sys.stderr)  # fmt: skip
             return 2
-        if args.tenant is not None:
+        if args.expired_keys:
+            _print_json(forget_expired_keys(runtime))
+        elif args.tenant is not None:
             _print_json(eraser.erase_tenant(args.tenant, args.by))
         else:
             _print_json(eraser.erase(args.session_id, args.by))
@@ -234,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "servers and workers first); prints what was erased")  # fmt: skip
     p.add_argument("session_id", metavar="SESSION_ID", nargs="?")
     p.add_argument("--tenant", help="erase every session of this tenant (its keys stay)")
+    p.add_argument("--expired-keys", action="store_true", help="delete the idempotency keys "
+                   "older than CTXSTORE_IDEMPOTENCY_TTL (an erasure does so too)")  # fmt: skip
     p.add_argument("--by", default="cli", help="who asked, for the audit record (default: cli)")
     return parser
 

@@ -81,6 +81,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         state = session_state(app.replay(args.session_id, args.to))
     finally:
         app.close()
+    if Policy.from_env().redact_secrets:  # the title, as every read masks it
+        from domain.rules.redact import mask_reply
+
+        state = mask_reply(state)
     _print_json(state)
     return 0
 

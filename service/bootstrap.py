@@ -26,5 +26,6 @@ def open_runtime(settings: Settings, url: str | None = None, **options: Any) -> 
         summarizer=settings.summarizer,
         working_set=settings.working_set,
         partitions=settings.partitions,
+        idempotency_ttl=settings.idempotency_ttl,
         **options,
     )

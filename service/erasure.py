@@ -2,9 +2,11 @@
 
 Hard deletion (the README's "Erasure" says why not crypto-shredding), in
 ONE transaction on the store: the session's events and snapshots, the
-events of every branch of it (a branch's history *is* the source's chain)
-and the id claims of their nodes are deleted; summaries other sessions
-recorded over copies of that content get a tombstone text in place; an
+events of every branch of it (a branch's history *is* the source's chain),
+the id claims of their nodes and the idempotency keys' claims of their
+commands (with each answer sent; expired claims of any session go too) are
+deleted; summaries other sessions recorded over copies of that content get
+a tombstone text in place; an
 ``Erasure`` record (who, when, what; no content) is inserted; and the
 projection rows of the erased sessions, and of the sessions whose rows
 depended on them, are dropped and those sessions' remaining events
@@ -201,6 +203,8 @@ class Eraser:
                 partitions = rp.partitions_of(conn, plan.reprojected)
                 keys = rp.tool_keys(conn, erased + plan.reprojected)
                 claims += tables.claims_of(conn, legacy)
+                claims += tables.key_claims(conn, set(erased),
+                                            runtime.clock() - runtime.idempotency_ttl)  # fmt: skip
                 tables.delete(conn, [UUID(sid) for sid in erased] + claims)
                 for _, event in plan.rewrites:
                     tables.rewrite(conn, self.app.mapper.to_stored_event(event))

@@ -11,12 +11,14 @@ import logging
 import sqlite3
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Notification, StoredEvent
 from sqlalchemy import Connection, bindparam, text
 
+from domain.idempotency import ANSWERED_TOPIC, CREATED_TOPIC
 from projections import tables as t
 from projections.pg_payloads import Payloads, is_stub, resolve, stub_id
 from service.runtime import Runtime
@@ -83,6 +85,34 @@ class EventTables:
                                      topic=row[2], state=bytes(row[3]))  # fmt: skip
                 if getattr(mapper.to_domain_event(stored), "session_id", None) in claims[claim]:
                     out.append(claim)
+        return out
+
+    def key_claims(self, conn: Connection, sessions: set[str], expired: datetime) -> list[UUID]:
+        """The idempotency keys' claims of ``sessions``, and those made before ``expired``.
+
+        A claim keeps the command's answer (an erased tool description, say) and
+        a hash of its request, so it goes with its session; an expired one is
+        deleted on the way.  Every claim is read: erasures are rare, claims small.
+        """
+        select = text(f"SELECT originator_id, originator_version, topic, state "
+                      f"FROM {self.events} WHERE topic = :topic")  # fmt: skip
+        rows = [StoredEvent(originator_id=UUID(str(r[0])), originator_version=int(r[1]),
+                            topic=r[2], state=bytes(r[3]))
+                for r in conn.execute(select, {"topic": CREATED_TOPIC})]  # fmt: skip
+        if self.payloads is not None:
+            rows = resolve(self.payloads, conn.connection.driver_connection, rows)
+        mapper = self.runtime.app.mapper
+        out: list[UUID] = []
+        for row in rows:
+            event: Any = mapper.to_domain_event(row)
+            if event.session_id in sessions or event.timestamp < expired:
+                out.append(UUID(str(row.originator_id)))
+        # an answer recorded just after its claim was erased (the command's answer and
+        # a DELETE of its session raced) has no claim left: it goes too
+        answers = text(f"SELECT originator_id FROM {self.events} WHERE topic = :topic")
+        claimed = {UUID(str(r.originator_id)) for r in rows}
+        out += [UUID(str(r[0])) for r in conn.execute(answers, {"topic": ANSWERED_TOPIC})
+                if UUID(str(r[0])) not in claimed]  # fmt: skip
         return out
 
     def rewrite(self, conn: Connection, stored: StoredEvent) -> None:

@@ -18,16 +18,17 @@ session's work never stalls another's.
 from __future__ import annotations
 
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from domain import commands
 from domain.application import CtxStore
 from domain.commands import Command
-from domain.idempotency import Pending, Stored, check_same_request
+from domain.idempotency import TTL_VARIABLE, Pending, Stored, check_same_request, ttl_from
 from domain.policy import Policy
 from domain.store_config import database_url, working_set_budget
 from domain.summarizer import Summarizer, summarizer_from_env
@@ -63,10 +64,12 @@ class RuntimeCore:
         migrate: bool = True,
         working_set: int | None = None,
         partitions: int | None = None,
+        idempotency_ttl: timedelta | None = None,
     ) -> None:
         """``working_set``: nodes a process holds in memory before it lets the least
         recently used sessions go (``CTXSTORE_WORKING_SET``; 0 holds the whole store);
-        ``partitions``: P for a store with no tracking rows yet (``CTXSTORE_PARTITIONS``)."""
+        ``partitions``: P for a store with no tracking rows yet (``CTXSTORE_PARTITIONS``);
+        ``idempotency_ttl``: how long a key is remembered (``CTXSTORE_IDEMPOTENCY_TTL``)."""
         check_tokenizer()
         self.url = url or database_url()
         if migrate:
@@ -82,6 +85,10 @@ class RuntimeCore:
         self.summarizer = summarizer or summarizer_from_env()
         self.auto_catch_up = auto_catch_up
         self.auto_compact = auto_compact
+        ttl = idempotency_ttl or ttl_from(os.environ.get(TTL_VARIABLE))
+        self.idempotency_ttl: timedelta = ttl
+        # what idempotency keys' ages are told by (a test sets another clock)
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
         self._lock = AllPartitions(self.processor)  # erasure: nothing may interleave
         self._rendered: OrderedDict[RenderKey, dict[str, Any]] = OrderedDict()
         self.app.commit_resolver = self._latest_commit_of
@@ -193,5 +200,6 @@ class RuntimeCore:
 
     def record_answer(self, pending: Pending, status: int, body: str) -> None:
         """Remember the answer sent for ``pending``'s command (when a command stored the key)."""
-        if self.app.idempotency_claim(pending) is not None:
-            self.app.record_answer(pending, status, body, datetime.now(UTC))
+        stored = self.app.idempotency_claim(pending)
+        if stored is not None and stored.answer is None:
+            self.app.record_answer(stored.claim, status, body, self.clock())

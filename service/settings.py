@@ -16,8 +16,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from types import MappingProxyType
 
+from domain.idempotency import DEFAULT_TTL, TTL_VARIABLE, ttl_from
 from domain.policy import Policy
 from domain.store_config import database_url, is_postgres, working_set_budget
 from domain.summarizer import Summarizer, summarizer_from_env
@@ -37,6 +39,7 @@ class Settings:
     working_set: int
     partitions: int
     env: Mapping[str, str]
+    idempotency_ttl: timedelta = DEFAULT_TTL
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -56,4 +59,5 @@ class Settings:
             working_set=working_set_budget(snapshot),
             partitions=configured_partitions(snapshot, postgres=is_postgres(url)),
             env=snapshot,
+            idempotency_ttl=ttl_from(snapshot.get(TTL_VARIABLE)),
         )

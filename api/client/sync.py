@@ -15,7 +15,15 @@ from api.client import node_commands as nc
 from api.client import queries as q
 from api.client.command_routes import request_for
 from api.client.request import Request
-from api.client.transport import DEFAULT_URL, SSEParser, base_headers, call_headers, parse
+from api.client.transport import (
+    CLOSED,
+    DEFAULT_URL,
+    SSEParser,
+    base_headers,
+    call_headers,
+    parse,
+    retried_once,
+)
 from domain.commands import Command
 
 P = ParamSpec("P")
@@ -54,14 +62,23 @@ class Client:
         return self.send(request_for(command, idempotency_key))
 
     def send(self, request: Request[T]) -> T:
-        response = self._http.request(
+        """Send ``request``; a read or keyed command meeting a closed connection goes again."""
+        try:
+            response = self._send(request)
+        except CLOSED as error:
+            if not retried_once(request, error):
+                raise
+            response = self._send(request)
+        return parse(request, response)
+
+    def _send(self, request: Request[Any]) -> httpx.Response:
+        return self._http.request(
             request.method,
             request.path,
             json=request.json,
             params=request.params,
             headers={**self._headers, **call_headers(request)},
         )
-        return parse(request, response)
 
     def close(self) -> None:
         if self._owned:

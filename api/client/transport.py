@@ -28,6 +28,20 @@ def call_headers(request: Request[Any]) -> dict[str, str]:
     return {"Idempotency-Key": request.idempotency_key} if request.idempotency_key else {}
 
 
+# What a connection the server closed meanwhile looks like: an idle keep-alive it
+# timed out (uvicorn after 5 s) as the request went out on it.
+CLOSED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+
+
+def retried_once(request: Request[Any], error: Exception) -> bool:
+    """Whether to send ``request`` again after ``error``, once: a read, or a command
+    with an ``Idempotency-Key`` (a retry of one that was stored answers as it did),
+    that met a connection the server closed.  A command without a key is not sent
+    twice: it may have been stored."""
+    safe = request.method in ("GET", "HEAD") or request.idempotency_key is not None
+    return safe and isinstance(error, CLOSED)
+
+
 def parse(request: Request[T], response: httpx.Response) -> T:
     """The response as the route's model, or the API's error as an exception."""
     if response.status_code >= 400:

@@ -85,15 +85,30 @@ def mask_reply(value: Any) -> Any:
     """
     if isinstance(value, dict):
         block = "type" in value  # a content block's bytes are not text (as ``mask_json``);
-        # an event's ``data`` (an object, next to its ``type``) is
-        return {k: v if k in _ID_FIELDS or k.endswith(("_id", "_ids"))
-                or (block and k in _OPAQUE and isinstance(v, str))
-                else mask_reply(v) for k, v in value.items()}  # fmt: skip
+        # an event's ``data`` (an object, next to its ``type``) is.  A key is text a
+        # client wrote too (a metadata key may be a pasted token): masked as well.
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            kept = (k in _ID_FIELDS or k.endswith(("_id", "_ids"))
+                    or (block and k in _OPAQUE and isinstance(v, str)))  # fmt: skip
+            out[_unique(mask(k)[0], out) if isinstance(k, str) else k] = (
+                v if kept else mask_reply(v)
+            )
+        return out
     if isinstance(value, list):
         return [mask_reply(v) for v in value]
     if isinstance(value, str):
         return mask(value)[0]
     return value
+
+
+def _unique(key: str, taken: dict[Any, Any]) -> str:
+    """``key``, numbered if another masked key already took it (two tokens, one mask)."""
+    found, n = key, 1
+    while found in taken:
+        n += 1
+        found = f"{key} ({n})"
+    return found
 
 
 def redact_item(item: Item, policy: Policy) -> str | None:

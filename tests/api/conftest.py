@@ -56,8 +56,13 @@ def serving(store_url: str, **env: str) -> Iterator[str]:
     its base URL."""
     port = _free_port()
     # Aging as soon as due, so a short session shows it (batching waits for a fuller window).
-    env = dict(os.environ, CTXSTORE_DATABASE_URL=store_url, PYTHONPATH=str(ROOT),
-               CTXSTORE_POLICY=IMMEDIATE_POLICY_JSON, **env)  # fmt: skip
+    env = {
+        **os.environ,
+        "CTXSTORE_DATABASE_URL": store_url,
+        "PYTHONPATH": str(ROOT),
+        "CTXSTORE_POLICY": IMMEDIATE_POLICY_JSON,
+        **env,
+    }  # ``env`` may set a policy
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory",
          "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
