@@ -74,6 +74,7 @@ class Rendered(Answer):
     shape: Literal["neutral", "openai", "anthropic"]
     over_window: bool = False
     shortfall: int = 0
+    warnings: list[str] = Field(default_factory=list)
     request: dict[str, Any]
 
 
@@ -134,6 +135,7 @@ class Occupancy(Answer):
     session_id: str
     model: str
     window: int
+    warnings: list[str] = Field(default_factory=list)
     head_node_id: str | None
     commit_id: str | None
     total_used: int
@@ -152,6 +154,10 @@ class BudgetUsed(Answer):
 class BudgetSplit(Answer):
     window: int
     window_source: str
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="e.g. the window assumed for a model the catalogue does not know",
+    )
     system: int
     tools: int
     output_reserve: int

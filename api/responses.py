@@ -36,7 +36,10 @@ class CommandAnswer(Answer):
 
 
 class SessionCreated(CommandAnswer):
-    pass
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="e.g. the window assumed for a model the catalogue does not know",
+    )
 
 
 class NodeAdded(CommandAnswer):
@@ -87,6 +90,7 @@ class RunFinished(CommandAnswer):
 class ModelChanged(CommandAnswer):
     model: str
     context_window: int | None
+    warnings: list[str] = Field(default_factory=list)
 
 
 class ToolsDeclared(CommandAnswer):
@@ -115,6 +119,19 @@ class Health(Answer):
     large_body_lane: Literal["ready", "starting"] | None = Field(
         None, description="the helper process that serves large bodies (absent: no lane)"
     )
+
+
+class KnownModel(Answer):
+    model: str = Field(description="'provider:model'")
+    window: int
+    source: Literal["catalogue", "deployment"] = Field(
+        description="built in, or added by the deployment (CTXSTORE_MODELS)"
+    )
+
+
+class ModelList(Answer):
+    models: list[KnownModel]
+    default_window: int = Field(description="what a session on any other model is assumed to get")
 
 
 class OpenAPIDocument(Answer):

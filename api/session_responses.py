@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from api.responses import Answer, BranchPoint
 
 
@@ -38,6 +40,7 @@ class SessionInfo(SessionSummary):
     context_window: int | None
     window: int
     window_source: str
+    warnings: list[str] = Field(default_factory=list)
     pinned: list[str]
     head_commit_id: str | None
     counts: SessionCounts
