@@ -167,3 +167,35 @@ def test_a_time_given_as_text_sends_what_the_datetime_does() -> None:
     assert utc.json is not None and utc.json["at"] == "2026-12-05T11:00:00+00:00"
     with pytest.raises(ValueError):
         c.pin("s", "u1", at="yesterday")
+
+
+def test_the_routes_added_to_the_client_have_named_methods(runtime: Any) -> None:
+    """POST /tools, POST /compaction, GET /tools, transitions, /models, the erasure routes."""
+    from api.app import create_app
+    from service.api_keys import KeyStore
+
+    keys = KeyStore(runtime.store.engine)
+    admin = keys.create("acme", "admin")[1]
+    with TestClient(create_app(runtime), base_url=LOCAL) as http:
+        ctx = Client(http=http, api_key=admin)
+        sid = ctx.start_session("tools").session_id
+        schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+        spec = {"name": "read_file", "description": "Read a file", "input_schema": schema}
+        assert [t["name"] for t in ctx.declare_tools(sid, [spec]).tools] == ["read_file"]
+        assert [t["name"] for t in ctx.tools(sid).tools] == ["read_file"]
+        set_ = ctx.configure_compaction(sid, instructions="Keep file names.")
+        assert set_.instructions == "Keep file names." and set_.summarizer_model is None
+        ctx.append_node(sid, "user", input="hi")
+        head = ctx.context(sid).id
+        assert ctx.commit_transitions(sid, head).commit_id == head
+        models = ctx.models()
+        assert models.default_window > 0 and any(m.model == "openai:gpt-4o" for m in models.models)
+        erased = ctx.erase_session(sid)
+        assert erased.session_id == sid and ctx.erasures().erasures[-1].session_id == sid
+        with pytest.raises(NotFound):
+            ctx.get_session(sid)
+        other = ctx.start_session("other").session_id
+        with pytest.raises(InvalidRequest) as refused:
+            ctx.erase_tenant("globex")
+        assert refused.value.code == "tenant_not_confirmed"
+        assert [r.session_id for r in ctx.erase_tenant("acme").erasures] == [other]

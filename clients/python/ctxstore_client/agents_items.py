@@ -1,6 +1,6 @@
 """ctxstore's rendered request as the Responses API input items the Agents SDK feeds a model.
 
-The adapter (``api.client.agents``) asks ctxstore for the head rendered in
+The adapter (``ctxstore_client.agents``) asks ctxstore for the head rendered in
 the OpenAI Chat Completions shape, which is the managed context: aged tool
 results, summaries, the window guard's folds, all inside
 ``window - output_reserve``.  Here each chat message becomes the input items

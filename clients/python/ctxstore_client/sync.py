@@ -1,38 +1,37 @@
-"""The asyncio client: ``AsyncClient(base_url, api_key=...)``, the same methods, awaited."""
+"""The blocking client: ``Client(base_url, api_key=...)``, one method per route."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Concatenate, ParamSpec, TypeVar
 
 import httpx
 from pydantic import BaseModel
 
-from api import context_responses as cr
-from api import session_responses as sr
-from api.client import commands as c
-from api.client import node_commands as nc
-from api.client import queries as q
-from api.client.command_routes import request_for
-from api.client.request import Request
-from api.client.transport import DEFAULT_URL, SSEParser, base_headers, call_headers, parse
-from domain.commands import Command
+from ctxstore_client import commands as c
+from ctxstore_client import context_responses as cr
+from ctxstore_client import node_commands as nc
+from ctxstore_client import queries as q
+from ctxstore_client import session_responses as sr
+from ctxstore_client.request import Request
+from ctxstore_client.transport import DEFAULT_URL, SSEParser, base_headers, call_headers, parse
 
 P = ParamSpec("P")
 T = TypeVar("T", bound=BaseModel)
 
 
-def _method(build: Callable[P, Request[T]]) -> Callable[Concatenate[AsyncClient, P], Awaitable[T]]:
-    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await self.send(build(*args, **kwargs))
+def _method(build: Callable[P, Request[T]]) -> Callable[Concatenate[Client, P], T]:
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.send(build(*args, **kwargs))
 
     method.__name__, method.__doc__ = build.__name__, build.__doc__
     method.__wrapped__ = build  # type: ignore[attr-defined]  # help() shows the signature
     return method
 
 
-class AsyncClient:
-    """ctxstore over HTTP, for asyncio: ``Client``'s methods, each a coroutine."""
+class Client:
+    """ctxstore over HTTP.  Every command takes ``idempotency_key=``; errors raise
+    ``ctxstore_client.CtxStoreError`` subclasses; answers are its response models."""
 
     def __init__(
         self,
@@ -41,18 +40,15 @@ class AsyncClient:
         api_key: str | None = None,
         timeout: float = 30.0,
         headers: Mapping[str, str] | None = None,
-        http: httpx.AsyncClient | None = None,
+        http: httpx.Client | None = None,
     ) -> None:
+        """``http`` is an httpx client to send through (a test client, a custom transport)."""
         self._owned = http is None
-        self._http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
+        self._http = http or httpx.Client(base_url=base_url, timeout=timeout)
         self._headers = base_headers(api_key, headers)
 
-    async def run(self, command: Command, *, idempotency_key: str | None = None) -> Any:
-        """Post any ``domain.commands`` object (``api.client.command_routes``)."""
-        return await self.send(request_for(command, idempotency_key))
-
-    async def send(self, request: Request[T]) -> T:
-        response = await self._http.request(
+    def send(self, request: Request[T]) -> T:
+        response = self._http.request(
             request.method,
             request.path,
             json=request.json,
@@ -61,15 +57,15 @@ class AsyncClient:
         )
         return parse(request, response)
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         if self._owned:
-            await self._http.aclose()
+            self._http.close()
 
-    async def __aenter__(self) -> AsyncClient:
+    def __enter__(self) -> Client:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     start_session = _method(c.start_session)
     append_node = _method(nc.append_node)
@@ -87,6 +83,10 @@ class AsyncClient:
     finish_run = _method(c.finish_run)
     switch_model = _method(c.switch_model)
     compact = _method(c.compact)
+    declare_tools = _method(c.declare_tools)
+    configure_compaction = _method(c.configure_compaction)
+    erase_session = _method(c.erase_session)
+    erase_tenant = _method(c.erase_tenant)
     list_sessions = _method(q.list_sessions)
     get_session = _method(q.get_session)
     nodes = _method(q.nodes)
@@ -94,49 +94,54 @@ class AsyncClient:
     dag = _method(q.dag)
     context = _method(q.context)
     commit = _method(q.commit)
+    commit_transitions = _method(q.commit_transitions)
+    tools = _method(q.tools)
     render = _method(q.render)
     timeline = _method(q.timeline)
     explain = _method(q.explain)
     occupancy = _method(q.occupancy)
     budget = _method(q.budget)
+    models = _method(q.models)
+    erasures = _method(q.erasures)
     health = _method(q.health)
     openapi = _method(q.openapi)
 
-    async def iter_sessions(self, *, page: int = 100) -> AsyncIterator[sr.SessionSummary]:
+    def iter_sessions(self, *, page: int = 100) -> Iterator[sr.SessionSummary]:
+        """Every session, oldest first, following the pages' cursors."""
         after: str | None = None
         while True:
-            answer = await self.list_sessions(limit=page, after=after)
-            for row in answer.sessions:
-                yield row
+            answer = self.list_sessions(limit=page, after=after)
+            yield from answer.sessions
             if answer.next is None:
                 return
             after = answer.next
 
-    async def iter_events(
+    def iter_events(
         self, session_id: str, *, after: int = 0, page: int = 1000
-    ) -> AsyncIterator[sr.StoredEvent]:
+    ) -> Iterator[sr.StoredEvent]:
+        """A session's events after ``after``, oldest first, following ``next``."""
         cursor: int | None = after
         while cursor is not None:
-            answer = await self.events(session_id, after=cursor, limit=page)
-            for event in answer.events:
-                yield event
+            answer = self.events(session_id, after=cursor, limit=page)
+            yield from answer.events
             cursor = answer.next
 
-    async def stream(
+    def stream(
         self, session_id: str, *, once: bool = False, interval: float | None = None
-    ) -> AsyncIterator[cr.StreamEvent]:
+    ) -> Iterator[cr.StreamEvent]:
+        """``/stream`` as events (``ctxstore_client.event_data(e)`` is its JSON payload)."""
         request = q.stream(session_id, once=once, interval=interval)
-        async with self._http.stream(
+        with self._http.stream(
             "GET",
             request.path,
             params=request.params,
             headers={**self._headers, "Accept": "text/event-stream"},
         ) as response:
             if response.status_code >= 400:
-                await response.aread()
+                response.read()
                 parse(request, response)
             parser = SSEParser()
-            async for line in response.aiter_lines():
+            for line in response.iter_lines():
                 event = parser.feed(line)
                 if event is not None:
                     yield event

@@ -1,4 +1,4 @@
-"""How the Agents SDK's items become ctxstore nodes (``api.client.agents`` says the mapping).
+"""How the Agents SDK's items become ctxstore nodes (``ctxstore_client.agents`` says the mapping).
 
 ``Planner`` turns new items into batch entries continuing the branch; the
 helpers read an item's kind and its assistant text.
@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from api import session_responses as sr
+from ctxstore_client import session_responses as sr
 
 KEY = "agents_items"
 MODEL_SIDE = frozenset({"reasoning", "web_search_call", "file_search_call", "computer_call",

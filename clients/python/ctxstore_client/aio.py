@@ -1,39 +1,36 @@
-"""The blocking client: ``Client(base_url, api_key=...)``, one method per route."""
+"""The asyncio client: ``AsyncClient(base_url, api_key=...)``, the same methods, awaited."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Concatenate, ParamSpec, TypeVar
 
 import httpx
 from pydantic import BaseModel
 
-from api import context_responses as cr
-from api import session_responses as sr
-from api.client import commands as c
-from api.client import node_commands as nc
-from api.client import queries as q
-from api.client.command_routes import request_for
-from api.client.request import Request
-from api.client.transport import DEFAULT_URL, SSEParser, base_headers, call_headers, parse
-from domain.commands import Command
+from ctxstore_client import commands as c
+from ctxstore_client import context_responses as cr
+from ctxstore_client import node_commands as nc
+from ctxstore_client import queries as q
+from ctxstore_client import session_responses as sr
+from ctxstore_client.request import Request
+from ctxstore_client.transport import DEFAULT_URL, SSEParser, base_headers, call_headers, parse
 
 P = ParamSpec("P")
 T = TypeVar("T", bound=BaseModel)
 
 
-def _method(build: Callable[P, Request[T]]) -> Callable[Concatenate[Client, P], T]:
-    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return self.send(build(*args, **kwargs))
+def _method(build: Callable[P, Request[T]]) -> Callable[Concatenate[AsyncClient, P], Awaitable[T]]:
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.send(build(*args, **kwargs))
 
     method.__name__, method.__doc__ = build.__name__, build.__doc__
     method.__wrapped__ = build  # type: ignore[attr-defined]  # help() shows the signature
     return method
 
 
-class Client:
-    """ctxstore over HTTP.  Every command takes ``idempotency_key=``; errors raise
-    ``api.client.CtxStoreError`` subclasses; answers are ``api.responses`` models."""
+class AsyncClient:
+    """ctxstore over HTTP, for asyncio: ``Client``'s methods, each a coroutine."""
 
     def __init__(
         self,
@@ -42,19 +39,14 @@ class Client:
         api_key: str | None = None,
         timeout: float = 30.0,
         headers: Mapping[str, str] | None = None,
-        http: httpx.Client | None = None,
+        http: httpx.AsyncClient | None = None,
     ) -> None:
-        """``http`` is an httpx client to send through (a test client, a custom transport)."""
         self._owned = http is None
-        self._http = http or httpx.Client(base_url=base_url, timeout=timeout)
+        self._http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
         self._headers = base_headers(api_key, headers)
 
-    def run(self, command: Command, *, idempotency_key: str | None = None) -> Any:
-        """Post any ``domain.commands`` object (``api.client.command_routes``)."""
-        return self.send(request_for(command, idempotency_key))
-
-    def send(self, request: Request[T]) -> T:
-        response = self._http.request(
+    async def send(self, request: Request[T]) -> T:
+        response = await self._http.request(
             request.method,
             request.path,
             json=request.json,
@@ -63,15 +55,15 @@ class Client:
         )
         return parse(request, response)
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         if self._owned:
-            self._http.close()
+            await self._http.aclose()
 
-    def __enter__(self) -> Client:
+    async def __aenter__(self) -> AsyncClient:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     start_session = _method(c.start_session)
     append_node = _method(nc.append_node)
@@ -89,6 +81,10 @@ class Client:
     finish_run = _method(c.finish_run)
     switch_model = _method(c.switch_model)
     compact = _method(c.compact)
+    declare_tools = _method(c.declare_tools)
+    configure_compaction = _method(c.configure_compaction)
+    erase_session = _method(c.erase_session)
+    erase_tenant = _method(c.erase_tenant)
     list_sessions = _method(q.list_sessions)
     get_session = _method(q.get_session)
     nodes = _method(q.nodes)
@@ -96,50 +92,53 @@ class Client:
     dag = _method(q.dag)
     context = _method(q.context)
     commit = _method(q.commit)
+    commit_transitions = _method(q.commit_transitions)
+    tools = _method(q.tools)
     render = _method(q.render)
     timeline = _method(q.timeline)
     explain = _method(q.explain)
     occupancy = _method(q.occupancy)
     budget = _method(q.budget)
+    models = _method(q.models)
+    erasures = _method(q.erasures)
     health = _method(q.health)
     openapi = _method(q.openapi)
 
-    def iter_sessions(self, *, page: int = 100) -> Iterator[sr.SessionSummary]:
-        """Every session, oldest first, following the pages' cursors."""
+    async def iter_sessions(self, *, page: int = 100) -> AsyncIterator[sr.SessionSummary]:
         after: str | None = None
         while True:
-            answer = self.list_sessions(limit=page, after=after)
-            yield from answer.sessions
+            answer = await self.list_sessions(limit=page, after=after)
+            for row in answer.sessions:
+                yield row
             if answer.next is None:
                 return
             after = answer.next
 
-    def iter_events(
+    async def iter_events(
         self, session_id: str, *, after: int = 0, page: int = 1000
-    ) -> Iterator[sr.StoredEvent]:
-        """A session's events after ``after``, oldest first, following ``next``."""
+    ) -> AsyncIterator[sr.StoredEvent]:
         cursor: int | None = after
         while cursor is not None:
-            answer = self.events(session_id, after=cursor, limit=page)
-            yield from answer.events
+            answer = await self.events(session_id, after=cursor, limit=page)
+            for event in answer.events:
+                yield event
             cursor = answer.next
 
-    def stream(
+    async def stream(
         self, session_id: str, *, once: bool = False, interval: float | None = None
-    ) -> Iterator[cr.StreamEvent]:
-        """``/stream`` as events (``api.client.event_data(e)`` is its JSON payload)."""
+    ) -> AsyncIterator[cr.StreamEvent]:
         request = q.stream(session_id, once=once, interval=interval)
-        with self._http.stream(
+        async with self._http.stream(
             "GET",
             request.path,
             params=request.params,
             headers={**self._headers, "Accept": "text/event-stream"},
         ) as response:
             if response.status_code >= 400:
-                response.read()
+                await response.aread()
                 parse(request, response)
             parser = SSEParser()
-            for line in response.iter_lines():
+            async for line in response.aiter_lines():
                 event = parser.feed(line)
                 if event is not None:
                     yield event
