@@ -199,3 +199,55 @@ def test_the_routes_added_to_the_client_have_named_methods(runtime: Any) -> None
             ctx.erase_tenant("globex")
         assert refused.value.code == "tenant_not_confirmed"
         assert [r.session_id for r in ctx.erase_tenant("acme").erasures] == [other]
+
+
+CLIENT_METHODS = {
+    ("POST", "/sessions"): "start_session",
+    ("POST", "/sessions/{sid}/nodes"): "append_node",
+    ("POST", "/sessions/{sid}/nodes/batch"): "append_nodes",
+    ("POST", "/sessions/{sid}/nodes/{nid}/retry"): "retry",
+    ("POST", "/sessions/{sid}/nodes/{nid}/edit"): "edit",
+    ("POST", "/sessions/{sid}/checkout"): "checkout",
+    ("POST", "/sessions/{sid}/branch"): "branch",
+    ("POST", "/sessions/{sid}/pin"): "pin",
+    ("POST", "/sessions/{sid}/unpin"): "unpin",
+    ("POST", "/sessions/{sid}/attach"): "attach",
+    ("POST", "/sessions/{sid}/merge"): "merge",
+    ("POST", "/sessions/{sid}/usage"): "record_usage",
+    ("POST", "/sessions/{sid}/runs/start"): "start_run",
+    ("POST", "/sessions/{sid}/runs/finish"): "finish_run",
+    ("POST", "/sessions/{sid}/model"): "switch_model",
+    ("POST", "/sessions/{sid}/tools"): "declare_tools",
+    ("POST", "/sessions/{sid}/compaction"): "configure_compaction",
+    ("POST", "/sessions/{sid}/compact"): "compact",
+    ("GET", "/sessions"): "list_sessions",
+    ("GET", "/sessions/{sid}"): "get_session",
+    ("GET", "/sessions/{sid}/nodes"): "nodes",
+    ("GET", "/sessions/{sid}/events"): "events",
+    ("GET", "/sessions/{sid}/dag"): "dag",
+    ("GET", "/sessions/{sid}/tools"): "tools",
+    ("GET", "/sessions/{sid}/context"): "context",
+    ("GET", "/sessions/{sid}/commits/{cid}"): "commit",
+    ("GET", "/sessions/{sid}/commits/{cid}/transitions"): "commit_transitions",
+    ("GET", "/sessions/{sid}/render"): "render",
+    ("GET", "/sessions/{sid}/timeline"): "timeline",
+    ("GET", "/sessions/{sid}/explain/{nid}"): "explain",
+    ("GET", "/sessions/{sid}/occupancy"): "occupancy",
+    ("GET", "/sessions/{sid}/budget"): "budget",
+    ("GET", "/sessions/{sid}/stream"): "stream",
+    ("GET", "/models"): "models",
+    ("GET", "/health"): "health",
+    ("GET", "/openapi.json"): "openapi",
+    ("DELETE", "/sessions/{sid}"): "erase_session",
+    ("DELETE", "/tenant"): "erase_tenant",
+    ("GET", "/erasures"): "erasures",
+}
+
+
+def test_every_route_has_a_named_method_blocking_and_asyncio() -> None:
+    """A route added to the server without its client method fails here."""
+    from api.app import ENDPOINTS
+
+    assert {(ep.method, ep.path) for ep in ENDPOINTS} == set(CLIENT_METHODS)
+    for name in CLIENT_METHODS.values():
+        assert callable(getattr(Client, name)) and callable(getattr(AsyncClient, name)), name
