@@ -25,6 +25,7 @@ from api.body_parsing import parse_body
 from api.idempotency import idempotent
 from api.openapi import Endpoint
 from domain import commands as c
+from domain.catalogue import window_warnings
 from service.runtime import Runtime
 
 
@@ -63,7 +64,13 @@ def _args(body: BaseModel, *drop: str) -> dict[str, Any]:
 async def start_session(request: Request) -> Response:
     body = await parse_body(request, s.StartSession)
     session_id, version = await _execute(request, c.StartSession(**_args(body)))
-    return _reply(request, 201, session_id, version)
+    return _reply(
+        request,
+        201,
+        session_id,
+        version,
+        warnings=_window_warnings(request, body.model, body.context_window),
+    )
 
 
 async def append_node(request: Request) -> Response:
@@ -166,7 +173,21 @@ async def switch_model(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await parse_body(request, s.SwitchModel)
     _, version = await _execute(request, c.SwitchModel(session_id=sid, **_args(body)))
-    return _reply(request, 200, sid, version, model=body.model, context_window=body.context_window)
+    window = body.context_window or _runtime(request).models.get(body.model)
+    return _reply(
+        request,
+        200,
+        sid,
+        version,
+        model=body.model,
+        context_window=window,
+        warnings=_window_warnings(request, body.model, body.context_window),
+    )
+
+
+def _window_warnings(request: Request, model: str, window: int | None) -> list[str]:
+    """The window a session on ``model`` gets, named when it is a guess."""
+    return window_warnings(model, window or _runtime(request).models.get(model))
 
 
 async def configure_compaction(request: Request) -> Response:

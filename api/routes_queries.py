@@ -16,6 +16,7 @@ from api import responses as r
 from api import session_responses as sr
 from api.auth import tenant_of
 from api.openapi import Endpoint
+from domain.catalogue import CONTEXT_WINDOWS, DEFAULT_WINDOW
 from domain.rules.redact import mask_reply
 from projections.session_queries import decode_cursor
 from service.event_json import event_to_json
@@ -185,6 +186,19 @@ async def health(request: Request) -> Response:
     return JSONResponse(body)
 
 
+async def models(request: Request) -> Response:
+    _no_query(request)
+    known = _runtime(request).models
+    rows = [
+        {"model": m, "window": w, "source": "catalogue"}
+        for m, w in sorted(CONTEXT_WINDOWS.items())
+        if m not in known
+    ]
+    rows += [{"model": m, "window": w, "source": "deployment"} for m, w in sorted(known.items())]
+    rows.sort(key=lambda row: str(row["model"]))
+    return JSONResponse({"models": rows, "default_window": DEFAULT_WINDOW})
+
+
 S = "/sessions/{sid}"
 ENDPOINTS = [
     Endpoint("GET", "/sessions", sessions, "Sessions, oldest first, a page at a time",
@@ -215,6 +229,8 @@ ENDPOINTS = [
              response=cr.Occupancy),
     Endpoint("GET", f"{S}/budget", budget, "The window's budget and its thresholds",
              response=cr.BudgetSplit),
+    Endpoint("GET", "/models", models, "The models whose context window is known, and the "
+             "window any other model is assumed to get", response=r.ModelList),
     Endpoint("GET", "/health", health, "Liveness, and the projections' tracking position",
              response=r.Health),
 ]  # fmt: skip

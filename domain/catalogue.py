@@ -31,3 +31,13 @@ def window_for(model: str, override: int | None = None) -> tuple[int, str]:
     if model in CONTEXT_WINDOWS:
         return CONTEXT_WINDOWS[model], "catalogue"
     return DEFAULT_WINDOW, "default"
+
+
+def window_warnings(model: str, override: int | None = None) -> list[str]:
+    """What an answer that used the window says about it: a guessed window is named."""
+    window, source = window_for(model, override)
+    if source != "default":
+        return []
+    return [f"unknown model {model!r}: assumed a context window of {window:,} tokens "
+            "(start the session with context_window, or add the model to the deployment's "
+            "CTXSTORE_MODELS)"]  # fmt: skip

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from domain import errors
+from domain.block_checks import check_blocks
 from domain.events import NodeAppended
 from domain.limits import MAX_LABEL, check_id, check_json, check_label, check_node_id
 from domain.node_text import node_blocks, node_texts, remember_json, remembered_json
@@ -49,6 +50,8 @@ def check_content(input: Any, output: Any, metadata: JSON | None) -> None:
     check_json("input", input)
     check_json("output", output)
     check_json("metadata", metadata)
+    check_blocks("input", input)
+    check_blocks("output", output)
 
 
 class NodeCommands(SessionPart):

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from domain import errors
 from domain.budget import Budget
-from domain.catalogue import window_for
+from domain.catalogue import window_for, window_warnings
 from domain.context import ContextCommit, Item
 from domain.pipeline import measure
 from domain.policy import Policy
@@ -225,7 +225,9 @@ def budget(projector: Projector, session_id: str,
     split, used, meta = _parts(projector, session, policy_of)
     fit = _fit(split, used, meta)
     return {
-        "window": window, "window_source": source, "system": split.system,
+        "window": window, "window_source": source,
+        "warnings": window_warnings(session.model, session.context_window),
+        "system": split.system,
         "tools": split.tools, "output_reserve": split.output_reserve,
         "history": split.history, "compact_at": split.compact_at,
         "emergency_at": split.emergency_at, "used": used,
@@ -272,6 +274,7 @@ def occupancy(projector: Projector, store: ProjectionStore, session_id: str,
     total = measured if measured is not None else estimated + split.tools
     return {
         "session_id": session.session_id, "model": session.model, "window": window,
+        "warnings": window_warnings(session.model, session.context_window),
         "head_node_id": session.head, "commit_id": commit_id,
         "total_used": total,
         "basis": "measured" if measured is not None else "estimated",

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from domain import errors
-from domain.catalogue import window_for
+from domain.catalogue import window_for, window_warnings
 from projections import tables as t
 from projections.projector import Projector
 from projections.queries import head_commit_id, session_row
@@ -87,7 +87,8 @@ def session_info(projector: Projector, store: ProjectionStore, session_id: str) 
                              .where(t.usage.c.session_id == s.session_id)).scalar_one()  # fmt: skip
     return {
         **_summary(s), "context_window": s.context_window, "window": window,
-        "window_source": source, "pinned": list(s.pinned), "tools": s.tools,
+        "window_source": source, "warnings": window_warnings(s.model, s.context_window),
+        "pinned": list(s.pinned), "tools": s.tools,
         "head_commit_id": head_commit_id(projector, s),
         "counts": {"nodes": projector.dag.counts.get(s.session_id, 0),
                    "commits": int(commits), "events": s.version, "usage": int(usage)},

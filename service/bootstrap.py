@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain import tokens
+from service.deployment_models import models_from_env
 from service.runtime import Runtime
 from service.settings import Settings
 
@@ -27,5 +28,6 @@ def open_runtime(settings: Settings, url: str | None = None, **options: Any) -> 
         working_set=settings.working_set,
         partitions=settings.partitions,
         idempotency_ttl=settings.idempotency_ttl,
+        models=models_from_env(settings.env),
         **options,
     )

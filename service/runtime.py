@@ -22,6 +22,7 @@ from domain.commands import Command
 from domain.idempotency import PENDING, IdempotentReplay, Pending
 from domain.session_store import SAVED
 from service.compaction import grows_context
+from service.deployment_models import with_deployment_window
 from service.outcome import Executed
 from service.runtime_compaction import Compaction
 from service.runtime_queries import RENDER_CACHE, Queries
@@ -47,6 +48,7 @@ class Runtime(Compaction, Queries):
             command = commands.from_call(command, *args, **kwargs)
         elif args or kwargs:
             raise TypeError("a command object takes no further arguments")
+        command = with_deployment_window(command, self.models)
         stored = self._claimed(idempotency)
         if stored is not None:
             return Executed(stored.result, replayed=True)

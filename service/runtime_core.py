@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,6 +38,7 @@ from projections import queries as q
 from projections.migrate import upgrade
 from projections.processor import Processor
 from projections.store import ProjectionStore
+from service.deployment_models import models_from_env
 from service.outcome import Executed
 from service.partition_locks import AllPartitions
 from service.partition_locks import is_id as _is_id
@@ -65,6 +66,7 @@ class RuntimeCore:
         working_set: int | None = None,
         partitions: int | None = None,
         idempotency_ttl: timedelta | None = None,
+        models: Mapping[str, int] | None = None,
     ) -> None:
         """``working_set``: nodes a process holds in memory before it lets the least
         recently used sessions go (``CTXSTORE_WORKING_SET``; 0 holds the whole store);
@@ -89,6 +91,8 @@ class RuntimeCore:
         self.idempotency_ttl: timedelta = ttl
         # what idempotency keys' ages are told by (a test sets another clock)
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+        # the deployment's own windows (``service.deployment_models``): CTXSTORE_MODELS
+        self.models = dict(models_from_env() if models is None else models)
         self._lock = AllPartitions(self.processor)  # erasure: nothing may interleave
         self._rendered: OrderedDict[RenderKey, dict[str, Any]] = OrderedDict()
         self.app.commit_resolver = self._latest_commit_of

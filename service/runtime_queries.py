@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain import errors
+from domain.catalogue import window_warnings
 from domain.render import render_shape
 from domain.rules.redact import mask_json
 from projections import queries as q
@@ -98,6 +99,7 @@ class Queries(RuntimeCore):
                     "head_node_id": commit.head_node_id, "version": session.version,
                     "shape": shape, "over_window": fit["over_window"],
                     "shortfall": fit["shortfall"],
+                    "warnings": window_warnings(session.model, session.context_window),
                     "request": render_shape(commit, shape, session.model, cache,
                                             policy.drop_summarized_tools),
                 }  # fmt: skip

@@ -1,35 +1,51 @@
-"""A typed Python client for the ctxstore HTTP API, sync and async (httpx).
+"""The Python client, kept importable as ``api.client``: it is ``ctxstore_client``.
 
-    from api.client import Client
-    with Client("http://127.0.0.1:8000", api_key=None) as ctx:
-        sid = ctx.start_session("fix the parser").session_id
-        ctx.append_node(sid, "user", input="Fix the parser bug.")
-        request = ctx.render(sid, shape="openai").request   # send it to the model
-
-Answers are the ``api.responses``, ``api.session_responses`` and
-``api.context_responses`` models (the same ones /openapi.json is built
-from); refusals raise ``CtxStoreError`` subclasses with the API's ``code``.
-``api_key`` is sent as ``Authorization: Bearer``; every command takes
-``idempotency_key=`` (sent as ``Idempotency-Key``).  ``AsyncClient``
-has the same methods as coroutines.  ``api.client.agents`` adapts a
-session to the OpenAI Agents SDK's ``Session`` protocol.
+The client is a distribution of its own (``clients/python``, package
+``ctxstore_client``); this module re-exports it, and adds ``run``, which
+posts a ``domain.commands`` object (``api.client.command_routes``), for code
+that runs next to the server.
 """
 
-from api import context_responses, responses, session_responses
-from api.client.aio import AsyncClient
-from api.client.errors import (
+from __future__ import annotations
+
+from typing import Any
+
+import ctxstore_client
+from api.client.command_routes import request_for
+from ctxstore_client import (
     Conflict,
     CtxStoreError,
     InvalidRequest,
     NotFound,
     ServerError,
     Unavailable,
+    commands,
+    context_responses,
+    erasure_responses,
+    event_data,
+    node_commands,
+    queries,
+    responses,
+    session_responses,
 )
-from api.client.sync import Client
-from api.client.transport import event_data
+from domain.commands import Command
+
+
+class Client(ctxstore_client.Client):
+    def run(self, command: Command, *, idempotency_key: str | None = None) -> Any:
+        """Post any ``domain.commands`` object (``api.client.command_routes``)."""
+        return self.send(request_for(command, idempotency_key))
+
+
+class AsyncClient(ctxstore_client.AsyncClient):
+    async def run(self, command: Command, *, idempotency_key: str | None = None) -> Any:
+        """Post any ``domain.commands`` object (``api.client.command_routes``)."""
+        return await self.send(request_for(command, idempotency_key))
+
 
 __all__ = [
     "AsyncClient", "Client", "Conflict", "CtxStoreError", "InvalidRequest", "NotFound",
-    "ServerError", "Unavailable", "context_responses", "event_data", "responses",
+    "ServerError", "Unavailable", "commands", "context_responses",
+    "erasure_responses", "event_data", "node_commands", "queries", "responses",
     "session_responses",
 ]  # fmt: skip

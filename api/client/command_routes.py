@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from api import responses as m
-from api.client.request import Request, _body, _s, _seg
+from ctxstore_client import responses as m
+from ctxstore_client.request import Request, _body, _s, _seg
 from domain import commands as c
 
 

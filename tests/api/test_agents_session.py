@@ -91,7 +91,31 @@ async def conversation(session: Any) -> tuple[list[Any], list[Any]]:
     assert first.final_output == "Paris: sunny. Lyon: rain."
     second = await Runner.run(agent, "What did I ask?", session=session)
     assert second.final_output == "You asked about Paris and Lyon."
-    return model.inputs, await session.get_items()
+    return model.inputs, await all_items(session)
+
+
+async def all_items(session: Any) -> list[Any]:
+    """The stored items: the adapter's verbatim ones, the SDK's own session's all of them."""
+    if isinstance(session, CtxStoreSession):
+        return await session.get_all_items()
+    items: list[Any] = await session.get_items()
+    return items
+
+
+def gist(items: list[Any]) -> list[tuple[str, ...]]:
+    """What a model reads of input items: roles and texts, calls and their outputs."""
+    out: list[tuple[str, ...]] = []
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "message":
+            content = item["content"]
+            text = content if isinstance(content, str) else "".join(p["text"] for p in content)
+            out.append((item["role"], text))
+        elif kind == "function_call":
+            out.append(("call", item["call_id"], item["name"], item["arguments"]))
+        elif kind == "function_call_output":
+            out.append(("output", item["call_id"], item["output"]))
+    return out
 
 
 def test_an_agent_run_round_trips_through_ctxstore(live_server: str) -> None:
@@ -102,9 +126,14 @@ def test_an_agent_run_round_trips_through_ctxstore(live_server: str) -> None:
             fed, items = await conversation(session)
             reference = SQLiteSession("reference")
             fed_ref, items_ref = await conversation(reference)
-            assert items == items_ref  # exactly the SDK's own items, in order
-            assert fed == fed_ref  # and the model saw the same history on every call
-            assert await session.get_items(limit=2) == items_ref[-2:]
+            assert items == items_ref  # exactly the SDK's own items, in order, kept
+            assert await session.get_all_items(limit=2) == items_ref[-2:]
+            # the model was fed ctxstore's managed context: well inside the window here,
+            # so the same conversation (reasoning is OpenAI's own, not re-sent)
+            assert [gist(fed_call) for fed_call in fed] == [gist(ref) for ref in fed_ref]
+            managed = await session.get_items()
+            assert gist(managed) == gist(items_ref)
+            assert await session.get_items(limit=2) == managed[-2:]
 
     asyncio.run(run())
     sid = _only_session(live_server)
@@ -131,17 +160,17 @@ def test_pop_and_clear_move_the_head_and_delete_nothing(live_server: str) -> Non
             _, items = await conversation(session)
             events = (await ctx.get_session(session.session_id)).counts.events
             assert await session.pop_item() == items[-1]
-            assert await session.get_items() == items[:-1]
-            while len(await session.get_items()) > 2:
+            assert await session.get_all_items() == items[:-1]
+            while len(await session.get_all_items()) > 2:
                 await session.pop_item()
-            assert await session.get_items() == items[:2]
+            assert await session.get_all_items() == items[:2]
             assert await session.pop_item() == items[1]
             assert await session.pop_item() == items[0]
-            assert await session.pop_item() is None and await session.get_items() == []
+            assert await session.pop_item() is None and await session.get_all_items() == []
             await session.add_items([{"role": "user", "content": "again"}])
-            assert await session.get_items() == [{"role": "user", "content": "again"}]
+            assert await session.get_all_items() == [{"role": "user", "content": "again"}]
             await session.clear_session()
-            assert await session.get_items() == []
+            assert await session.get_all_items() == []
             await session.clear_session()  # already empty: nothing stored
             info = await ctx.get_session(session.session_id)
             assert info.counts.events > events  # moving the head is recorded, never deleted
@@ -150,7 +179,7 @@ def test_pop_and_clear_move_the_head_and_delete_nothing(live_server: str) -> Non
                                            for item in _dag_items(ctx, dag)}  # fmt: skip
             fresh = {"role": "user", "content": "fresh start"}
             await session.add_items([fresh])
-            assert await session.get_items() == [fresh]
+            assert await session.get_all_items() == [fresh]
             # reasoning and the message it led to ride on one assistant node: popping the
             # message records an edit of that node carrying the reasoning alone
             turn = [
@@ -158,9 +187,9 @@ def test_pop_and_clear_move_the_head_and_delete_nothing(live_server: str) -> Non
                 _message("Hello.", 9).model_dump(mode="json", exclude_unset=True),
             ]
             await session.add_items(turn)
-            assert await session.get_items() == [fresh, *turn]
+            assert await session.get_all_items() == [fresh, *turn]
             assert await session.pop_item() == turn[1]
-            assert await session.get_items() == [fresh, turn[0]]
+            assert await session.get_all_items() == [fresh, turn[0]]
             kinds = [n.version_kind for n in (await ctx.dag(session.session_id)).nodes]
             assert kinds[-1] == "edit"
 
@@ -189,6 +218,6 @@ def test_items_without_a_role_in_ctxstore_still_round_trip(live_server: str,
         async with AsyncClient(live_server) as ctx:
             session = await CtxStoreSession.create(ctx)
             await session.add_items([{"role": "user", "content": "hi"}, *items])
-            assert await session.get_items() == [{"role": "user", "content": "hi"}, *items]
+            assert await session.get_all_items() == [{"role": "user", "content": "hi"}, *items]
 
     asyncio.run(run())

@@ -254,7 +254,7 @@ def test_the_agents_session_opens_with_a_key(keyed_server: tuple[str, str]) -> N
         try:
             await session.add_items([{"role": "user", "content": "hi"}])
             again = await CtxStoreSession.open(base, session.session_id, api_key=secret)
-            assert await again.get_items() == [{"role": "user", "content": "hi"}]
+            assert await again.get_all_items() == [{"role": "user", "content": "hi"}]
             await again.client.aclose()
             with pytest.raises(Exception) as refused:
                 await CtxStoreSession.open(base, session.session_id)  # no key

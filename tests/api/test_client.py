@@ -167,3 +167,87 @@ def test_a_time_given_as_text_sends_what_the_datetime_does() -> None:
     assert utc.json is not None and utc.json["at"] == "2026-12-05T11:00:00+00:00"
     with pytest.raises(ValueError):
         c.pin("s", "u1", at="yesterday")
+
+
+def test_the_routes_added_to_the_client_have_named_methods(runtime: Any) -> None:
+    """POST /tools, POST /compaction, GET /tools, transitions, /models, the erasure routes."""
+    from api.app import create_app
+    from service.api_keys import KeyStore
+
+    keys = KeyStore(runtime.store.engine)
+    admin = keys.create("acme", "admin")[1]
+    with TestClient(create_app(runtime), base_url=LOCAL) as http:
+        ctx = Client(http=http, api_key=admin)
+        sid = ctx.start_session("tools").session_id
+        schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+        spec = {"name": "read_file", "description": "Read a file", "input_schema": schema}
+        assert [t["name"] for t in ctx.declare_tools(sid, [spec]).tools] == ["read_file"]
+        assert [t["name"] for t in ctx.tools(sid).tools] == ["read_file"]
+        set_ = ctx.configure_compaction(sid, instructions="Keep file names.")
+        assert set_.instructions == "Keep file names." and set_.summarizer_model is None
+        ctx.append_node(sid, "user", input="hi")
+        head = ctx.context(sid).id
+        assert ctx.commit_transitions(sid, head).commit_id == head
+        models = ctx.models()
+        assert models.default_window > 0 and any(m.model == "openai:gpt-4o" for m in models.models)
+        erased = ctx.erase_session(sid)
+        assert erased.session_id == sid and ctx.erasures().erasures[-1].session_id == sid
+        with pytest.raises(NotFound):
+            ctx.get_session(sid)
+        other = ctx.start_session("other").session_id
+        with pytest.raises(InvalidRequest) as refused:
+            ctx.erase_tenant("globex")
+        assert refused.value.code == "tenant_not_confirmed"
+        assert [r.session_id for r in ctx.erase_tenant("acme").erasures] == [other]
+
+
+CLIENT_METHODS = {
+    ("POST", "/sessions"): "start_session",
+    ("POST", "/sessions/{sid}/nodes"): "append_node",
+    ("POST", "/sessions/{sid}/nodes/batch"): "append_nodes",
+    ("POST", "/sessions/{sid}/nodes/{nid}/retry"): "retry",
+    ("POST", "/sessions/{sid}/nodes/{nid}/edit"): "edit",
+    ("POST", "/sessions/{sid}/checkout"): "checkout",
+    ("POST", "/sessions/{sid}/branch"): "branch",
+    ("POST", "/sessions/{sid}/pin"): "pin",
+    ("POST", "/sessions/{sid}/unpin"): "unpin",
+    ("POST", "/sessions/{sid}/attach"): "attach",
+    ("POST", "/sessions/{sid}/merge"): "merge",
+    ("POST", "/sessions/{sid}/usage"): "record_usage",
+    ("POST", "/sessions/{sid}/runs/start"): "start_run",
+    ("POST", "/sessions/{sid}/runs/finish"): "finish_run",
+    ("POST", "/sessions/{sid}/model"): "switch_model",
+    ("POST", "/sessions/{sid}/tools"): "declare_tools",
+    ("POST", "/sessions/{sid}/compaction"): "configure_compaction",
+    ("POST", "/sessions/{sid}/compact"): "compact",
+    ("GET", "/sessions"): "list_sessions",
+    ("GET", "/sessions/{sid}"): "get_session",
+    ("GET", "/sessions/{sid}/nodes"): "nodes",
+    ("GET", "/sessions/{sid}/events"): "events",
+    ("GET", "/sessions/{sid}/dag"): "dag",
+    ("GET", "/sessions/{sid}/tools"): "tools",
+    ("GET", "/sessions/{sid}/context"): "context",
+    ("GET", "/sessions/{sid}/commits/{cid}"): "commit",
+    ("GET", "/sessions/{sid}/commits/{cid}/transitions"): "commit_transitions",
+    ("GET", "/sessions/{sid}/render"): "render",
+    ("GET", "/sessions/{sid}/timeline"): "timeline",
+    ("GET", "/sessions/{sid}/explain/{nid}"): "explain",
+    ("GET", "/sessions/{sid}/occupancy"): "occupancy",
+    ("GET", "/sessions/{sid}/budget"): "budget",
+    ("GET", "/sessions/{sid}/stream"): "stream",
+    ("GET", "/models"): "models",
+    ("GET", "/health"): "health",
+    ("GET", "/openapi.json"): "openapi",
+    ("DELETE", "/sessions/{sid}"): "erase_session",
+    ("DELETE", "/tenant"): "erase_tenant",
+    ("GET", "/erasures"): "erasures",
+}
+
+
+def test_every_route_has_a_named_method_blocking_and_asyncio() -> None:
+    """A route added to the server without its client method fails here."""
+    from api.app import ENDPOINTS
+
+    assert {(ep.method, ep.path) for ep in ENDPOINTS} == set(CLIENT_METHODS)
+    for name in CLIENT_METHODS.values():
+        assert callable(getattr(Client, name)) and callable(getattr(AsyncClient, name)), name

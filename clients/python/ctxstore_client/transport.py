@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from api import context_responses as cr
-from api.client.errors import error_for
-from api.client.request import Request
+from ctxstore_client import context_responses as cr
+from ctxstore_client.errors import error_for
+from ctxstore_client.request import Request
 
 T = TypeVar("T", bound=BaseModel)
 DEFAULT_URL = "http://127.0.0.1:8000"

@@ -1,7 +1,7 @@
 """A request as data: built once per route (``commands``, ``queries``), sent by both clients.
 
 ``Client`` and ``AsyncClient`` turn each route function into a method with
-the same signature (``api.client.sync``, ``api.client.aio``), so the two
+the same signature (``ctxstore_client.sync``, ``ctxstore_client.aio``), so the two
 can never disagree on a path, a field or a response model.  Arguments left
 ``None`` are left out of the body: the server's defaults apply.
 """

@@ -1,13 +1,12 @@
-"""Every query route as a request builder (``api.client.request``)."""
+"""Every query route as a request builder (``ctxstore_client.request``)."""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from api import context_responses as cr
-from api import responses as m
-from api import session_responses as sr
-from api.client.request import Request, _get, _s, _seg
+from ctxstore_client import context_responses as cr
+from ctxstore_client import erasure_responses as er
+from ctxstore_client import responses as m
+from ctxstore_client import session_responses as sr
+from ctxstore_client.request import Request, _get, _s, _seg
 
 
 def list_sessions(*, limit: int | None = None, after: str | None = None) -> Request[sr.SessionPage]:
@@ -40,13 +39,27 @@ def commit(session_id: str, commit_id: str) -> Request[cr.Commit]:
     return _get(_s(session_id, "commits", _seg(commit_id)), cr.Commit)
 
 
+def commit_transitions(session_id: str, commit_id: str) -> Request[cr.CommitTransitions]:
+    """The state changes a commit made, each with its rule and measured inputs."""
+    return _get(_s(session_id, "commits", _seg(commit_id), "transitions"), cr.CommitTransitions)
+
+
+def tools(session_id: str) -> Request[cr.ToolsList]:
+    """The tools the session declared last."""
+    return _get(_s(session_id, "tools"), cr.ToolsList)
+
+
 def render(
     session_id: str,
     *,
-    shape: Literal["neutral", "openai", "anthropic"] = "neutral",
+    shape: str = "neutral",
     commit: str | None = None,
+    cache: bool = False,
 ) -> Request[cr.Rendered]:
-    return _get(_s(session_id, "render"), cr.Rendered, shape=shape, commit=commit)
+    """The commit (default: the head's) as a provider request; ``shape`` is one the
+    server lists in /openapi.json (``neutral``, ``openai``, ``anthropic``, ...)."""
+    return _get(_s(session_id, "render"), cr.Rendered, shape=shape, commit=commit,
+                cache="true" if cache else None)  # fmt: skip
 
 
 def timeline(session_id: str) -> Request[cr.Timeline]:
@@ -63,6 +76,16 @@ def occupancy(session_id: str) -> Request[cr.Occupancy]:
 
 def budget(session_id: str) -> Request[cr.BudgetSplit]:
     return _get(_s(session_id, "budget"), cr.BudgetSplit)
+
+
+def models() -> Request[m.ModelList]:
+    """The models whose window the server knows, and the window any other gets."""
+    return _get("/models", m.ModelList)
+
+
+def erasures() -> Request[er.ErasureList]:
+    """The erasure audit trail, oldest first."""
+    return _get("/erasures", er.ErasureList)
 
 
 def health() -> Request[m.Health]:

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 import httpx
 from pydantic import BaseModel
 
-from api import context_responses as cr
-from api import session_responses as sr
-from api.client import commands as c
-from api.client import node_commands as nc
-from api.client import queries as q
-from api.client.command_routes import request_for
-from api.client.request import Request
-from api.client.transport import (
+from ctxstore_client import commands as c
+from ctxstore_client import context_responses as cr
+from ctxstore_client import node_commands as nc
+from ctxstore_client import queries as q
+from ctxstore_client import session_responses as sr
+from ctxstore_client.request import Request
+from ctxstore_client.transport import (
     CLOSED,
     DEFAULT_URL,
     SSEParser,
@@ -24,7 +23,6 @@ from api.client.transport import (
     parse,
     retried_once,
 )
-from domain.commands import Command
 
 P = ParamSpec("P")
 T = TypeVar("T", bound=BaseModel)
@@ -54,10 +52,6 @@ class AsyncClient:
         self._owned = http is None
         self._http = http or httpx.AsyncClient(base_url=base_url, timeout=timeout)
         self._headers = base_headers(api_key, headers)
-
-    async def run(self, command: Command, *, idempotency_key: str | None = None) -> Any:
-        """Post any ``domain.commands`` object (``api.client.command_routes``)."""
-        return await self.send(request_for(command, idempotency_key))
 
     async def send(self, request: Request[T]) -> T:
         """Send ``request``; a read or keyed command meeting a closed connection goes again."""
@@ -104,6 +98,10 @@ class AsyncClient:
     finish_run = _method(c.finish_run)
     switch_model = _method(c.switch_model)
     compact = _method(c.compact)
+    declare_tools = _method(c.declare_tools)
+    configure_compaction = _method(c.configure_compaction)
+    erase_session = _method(c.erase_session)
+    erase_tenant = _method(c.erase_tenant)
     list_sessions = _method(q.list_sessions)
     get_session = _method(q.get_session)
     nodes = _method(q.nodes)
@@ -111,11 +109,15 @@ class AsyncClient:
     dag = _method(q.dag)
     context = _method(q.context)
     commit = _method(q.commit)
+    commit_transitions = _method(q.commit_transitions)
+    tools = _method(q.tools)
     render = _method(q.render)
     timeline = _method(q.timeline)
     explain = _method(q.explain)
     occupancy = _method(q.occupancy)
     budget = _method(q.budget)
+    models = _method(q.models)
+    erasures = _method(q.erasures)
     health = _method(q.health)
     openapi = _method(q.openapi)
 

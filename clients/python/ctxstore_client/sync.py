@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 import httpx
 from pydantic import BaseModel
 
-from api import context_responses as cr
-from api import session_responses as sr
-from api.client import commands as c
-from api.client import node_commands as nc
-from api.client import queries as q
-from api.client.command_routes import request_for
-from api.client.request import Request
-from api.client.transport import (
+from ctxstore_client import commands as c
+from ctxstore_client import context_responses as cr
+from ctxstore_client import node_commands as nc
+from ctxstore_client import queries as q
+from ctxstore_client import session_responses as sr
+from ctxstore_client.request import Request
+from ctxstore_client.transport import (
     CLOSED,
     DEFAULT_URL,
     SSEParser,
@@ -24,7 +23,6 @@ from api.client.transport import (
     parse,
     retried_once,
 )
-from domain.commands import Command
 
 P = ParamSpec("P")
 T = TypeVar("T", bound=BaseModel)
@@ -41,7 +39,7 @@ def _method(build: Callable[P, Request[T]]) -> Callable[Concatenate[Client, P], 
 
 class Client:
     """ctxstore over HTTP.  Every command takes ``idempotency_key=``; errors raise
-    ``api.client.CtxStoreError`` subclasses; answers are ``api.responses`` models."""
+    ``ctxstore_client.CtxStoreError`` subclasses; answers are its response models."""
 
     def __init__(
         self,
@@ -56,10 +54,6 @@ class Client:
         self._owned = http is None
         self._http = http or httpx.Client(base_url=base_url, timeout=timeout)
         self._headers = base_headers(api_key, headers)
-
-    def run(self, command: Command, *, idempotency_key: str | None = None) -> Any:
-        """Post any ``domain.commands`` object (``api.client.command_routes``)."""
-        return self.send(request_for(command, idempotency_key))
 
     def send(self, request: Request[T]) -> T:
         """Send ``request``; a read or keyed command meeting a closed connection goes again."""
@@ -106,6 +100,10 @@ class Client:
     finish_run = _method(c.finish_run)
     switch_model = _method(c.switch_model)
     compact = _method(c.compact)
+    declare_tools = _method(c.declare_tools)
+    configure_compaction = _method(c.configure_compaction)
+    erase_session = _method(c.erase_session)
+    erase_tenant = _method(c.erase_tenant)
     list_sessions = _method(q.list_sessions)
     get_session = _method(q.get_session)
     nodes = _method(q.nodes)
@@ -113,11 +111,15 @@ class Client:
     dag = _method(q.dag)
     context = _method(q.context)
     commit = _method(q.commit)
+    commit_transitions = _method(q.commit_transitions)
+    tools = _method(q.tools)
     render = _method(q.render)
     timeline = _method(q.timeline)
     explain = _method(q.explain)
     occupancy = _method(q.occupancy)
     budget = _method(q.budget)
+    models = _method(q.models)
+    erasures = _method(q.erasures)
     health = _method(q.health)
     openapi = _method(q.openapi)
 
@@ -144,7 +146,7 @@ class Client:
     def stream(
         self, session_id: str, *, once: bool = False, interval: float | None = None
     ) -> Iterator[cr.StreamEvent]:
-        """``/stream`` as events (``api.client.event_data(e)`` is its JSON payload)."""
+        """``/stream`` as events (``ctxstore_client.event_data(e)`` is its JSON payload)."""
         request = q.stream(session_id, once=once, interval=interval)
         with self._http.stream(
             "GET",

@@ -1,8 +1,8 @@
 """The node command routes as request builders: a node, a batch, a retry or edit, HEAD.
 
-Each builder makes the ``domain.commands`` object the route makes from the
-body, and ``api.client.command_routes.request_for`` posts it; the session's
-other commands are ``api.client.commands``.
+Each builder sends the body the route reads (the server builds and checks
+its command from it); the session's other commands are
+``ctxstore_client.commands``.
 """
 
 from __future__ import annotations
@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from api import responses as m
-from api.client.command_routes import request_for
-from api.client.request import Request, When, _at
-from domain import commands as c
+from ctxstore_client import responses as m
+from ctxstore_client.request import Request, When, _at, _body, _post, _s, _seg
 
 
 def append_node(
@@ -33,8 +31,10 @@ def append_node(
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.NodeAdded]:
-    command = c.AppendNode.build(
-        session_id=session_id,
+    return _post(
+        _s(session_id, "nodes"),
+        m.NodeAdded,
+        idempotency_key,
         expected_version=expected_version,
         role=role,
         input=input,
@@ -48,7 +48,6 @@ def append_node(
         metadata=dict(metadata) if metadata is not None else None,
         at=_at(at),
     )
-    return request_for(command, idempotency_key)
 
 
 def append_nodes(
@@ -61,9 +60,9 @@ def append_nodes(
 ) -> Request[m.BatchAppended]:
     """Several nodes in one atomic command; each is a dict of ``append_node``'s fields
     (or ``sibling_of`` and ``kind`` for a version of a node)."""
-    command = c.AppendNodes(session_id=session_id, nodes=[dict(node) for node in nodes],
-                            expected_version=expected_version, at=_at(at))  # fmt: skip
-    return request_for(command, idempotency_key)
+    return _post(_s(session_id, "nodes", "batch"), m.BatchAppended, idempotency_key,
+                 nodes=[_body(**node) for node in nodes], expected_version=expected_version,
+                 at=_at(at))  # fmt: skip
 
 
 def _version(
@@ -79,10 +78,10 @@ def _version(
     at: When,
     key: str | None,
 ) -> Request[m.VersionAdded]:
-    command = c.AddSibling.build(
-        session_id=session_id,
-        of=of,
-        kind=kind,
+    return _post(
+        _s(session_id, "nodes", _seg(of), kind),
+        m.VersionAdded,
+        key,
         expected_version=expected_version,
         input=input,
         output=output,
@@ -91,7 +90,6 @@ def _version(
         metadata=dict(metadata) if metadata is not None else None,
         at=_at(at),
     )
-    return request_for(command, key)
 
 
 def retry(
@@ -161,6 +159,5 @@ def checkout(
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.CheckedOut]:
-    command = c.Checkout(session_id=session_id, node_id=node_id, version=version,
-                         expected_version=expected_version, at=_at(at))  # fmt: skip
-    return request_for(command, idempotency_key)
+    return _post(_s(session_id, "checkout"), m.CheckedOut, idempotency_key, node_id=node_id,
+                 version=version, expected_version=expected_version, at=_at(at))  # fmt: skip
