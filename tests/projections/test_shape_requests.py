@@ -10,15 +10,19 @@ back byte for byte to their own family and left out, audited, for another.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import random
 from typing import Any
 
 import pytest
 
+from domain import errors
+from domain.policy import Policy
 from projections.rebuild import rebuild_and_compare
 from service.runtime import Runtime
 from tests.conftest import immediate_policy
-from tests.projections.test_context_commit import add, start
+from tests.projections.test_context_commit import add, at, start
 from tests.projections.test_drop_in_requests import (
     THINKING,
     TOOLS,
@@ -214,3 +218,62 @@ def test_thinking_waits_for_a_batch_and_can_be_kept(store_url: str) -> None:
         assert json.dumps(kept.rendered(sid, "anthropic")).count('"type": "thinking"') == 3
     finally:
         kept.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("batched", [False, True])
+def test_thinking_clearing_holds_its_invariants_and_rebuilds_the_same(
+    store_url: str, seed: int, batched: bool
+) -> None:
+    """Random turns with thinking, tools, pins, unpins and forced compaction: only the
+    last ``keep`` turns (and pinned ones) keep their thinking once a batch ran, states
+    never loosen, and a rebuild from the events is byte-identical to the live run."""
+    rng = random.Random(seed)
+    keep = rng.choice([1, 2])
+    policy = Policy(keep_thinking_turns=keep) if batched else immediate_policy(
+        keep_thinking_turns=keep)  # fmt: skip
+    rt = Runtime(store_url, auto_compact=False, policy=policy)
+    try:
+        sid, _ = rt.execute("start_session", "t", "anthropic:claude-sonnet-4",
+                            context_window=6_000, at=at(0))  # fmt: skip
+        sid = str(sid)
+        add(rt, sid, "user", "Go.")
+        assistants: list[str] = [add(rt, sid, "assistant", thinking_turn(0), 0)]
+        pinned: set[str] = set()
+        last = "assistant"
+        for step in range(40):
+            roll = rng.random()
+            if roll < 0.45:
+                node = add(rt, sid, "assistant", thinking_turn(step), step + 1)
+                assistants.append(node)
+                last = "assistant"
+            elif roll < 0.7 and last in ("assistant", "tool"):
+                last = "tool"
+                add(rt, sid, "tool", name="grep", input={"q": step}, output="x\n" * 80,
+                    minute=step + 1)  # fmt: skip
+            elif roll < 0.8 and assistants:
+                node = rng.choice(assistants)
+                verb = "unpin" if node in pinned else "pin"
+                rt.execute(verb, sid, node, at=at(step + 1))
+                pinned.symmetric_difference_update({node})
+            elif roll < 0.85:
+                with contextlib.suppress(errors.NothingToCompact):
+                    rt.compact(sid)
+            else:
+                add(rt, sid, "user", f"more {step}", step + 1)
+                last = "user"
+            shown = [i for i in rt.head_commit(sid)["items"]
+                     if i["role"] == "assistant" and i["state"] != "summarized"]  # fmt: skip
+            thinking = [i for i in shown
+                        if any(b["type"] == "thinking" for b in i["blocks"] or ())]  # fmt: skip
+            if not batched:
+                old = {i["item_id"] for i in shown[: max(0, len(shown) - keep)]}
+                assert {i["item_id"] for i in thinking} & old <= pinned
+        rows = [r for c in rt.timeline(sid)
+                for r in rt.commit_transitions(sid, c["commit_id"])["transitions"]
+                if r["rule"] == "thinking_clearing"]  # fmt: skip
+        assert rows, "some thinking was cleared"
+        assert all(r["from_state"] == r["to_state"] for r in rows)
+        assert rebuild_and_compare(store_url)["identical"]
+    finally:
+        rt.close()
