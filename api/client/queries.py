@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from api import context_responses as cr
 from api import responses as m
 from api import session_responses as sr
@@ -43,7 +41,7 @@ def commit(session_id: str, commit_id: str) -> Request[cr.Commit]:
 def render(
     session_id: str,
     *,
-    shape: Literal["neutral", "openai", "anthropic"] = "neutral",
+    shape: cr.Shape = "neutral",
     commit: str | None = None,
 ) -> Request[cr.Rendered]:
     return _get(_s(session_id, "render"), cr.Rendered, shape=shape, commit=commit)

@@ -19,6 +19,7 @@ import pytest
 
 from domain import errors
 from domain.policy import Policy
+from domain.render import SHAPES
 from projections.rebuild import rebuild_and_compare
 from service.runtime import Runtime
 from tests.conftest import immediate_policy
@@ -277,3 +278,22 @@ def test_thinking_clearing_holds_its_invariants_and_rebuilds_the_same(
         assert rebuild_and_compare(store_url)["identical"]
     finally:
         rt.close()
+
+
+def test_the_document_types_the_request_by_shape(rt_thinking: Runtime) -> None:
+    """``/openapi.json``'s ``Rendered``: each shape's request checked against its own schema."""
+    import jsonschema
+
+    from api.app import create_app
+
+    doc = create_app(rt_thinking).state.openapi
+    schemas = doc["components"]["schemas"]
+    text = json.dumps(schemas).replace("#/components/schemas/", "#/$defs/")
+    rendered = {**json.loads(text)["Rendered"], "$defs": json.loads(text)}
+    validator = jsonschema.Draft202012Validator(rendered)
+    sid = multimodal_session(rt_thinking)
+    answers = {shape: rt_thinking.rendered(sid, shape) for shape in SHAPES}
+    for shape, answer in answers.items():
+        assert not list(validator.iter_errors(answer)), shape
+    swapped = dict(answers["gemini"], shape="bedrock")
+    assert list(validator.iter_errors(swapped)), "a Gemini request is no Bedrock request"
