@@ -97,22 +97,28 @@ IDEMPOTENCY_KEY = {
 
 def _hoist(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
     """Move ``$defs`` into components and repoint the refs (theirs too)."""
-    defs = schema.pop("$defs", {})
+    defs: dict[str, Any] = {}
 
     def fix(node: Any) -> Any:
         if isinstance(node, dict):
+            if "x-ref" in node:  # ``ctxstore_client.render_schemas``' markers, and its ``x-defs``
+                return {"$ref": f"#/components/schemas/{node['x-ref']}"}
+            defs.update(node.get("$defs", {}))
+            defs.update(node.get("x-defs", {}))
             return {
                 k: (v.replace("#/$defs/", "#/components/schemas/") if k == "$ref" else fix(v))
                 for k, v in node.items()
+                if k not in ("$defs", "x-defs")
             }
         if isinstance(node, list):
             return [fix(v) for v in node]
         return node
 
-    for name, sub in defs.items():
+    fixed_top: dict[str, Any] = fix(schema)
+    while defs:
+        name, sub = defs.popitem()
         components[name] = fix(sub)
-    fixed: dict[str, Any] = fix(schema)
-    return fixed
+    return fixed_top
 
 
 def _query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:

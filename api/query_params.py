@@ -44,12 +44,12 @@ class NodesQuery(Query):
 
 
 class RenderQuery(Query):
-    shape: Literal["neutral", "openai", "anthropic"] = "neutral"
+    shape: Literal["neutral", "openai", "anthropic", "responses", "gemini", "bedrock"] = "neutral"
     commit: str | None = None
     cache: bool = Field(
         False,
-        description="anthropic shape: add prompt-cache breakpoints "
-        "(cache_control) after the tools, the system prompt and the last message",
+        description="anthropic and bedrock shapes: add prompt-cache breakpoints "
+        "(cache_control, cachePoint) after the tools, the system prompt and the last message",
     )
 
 

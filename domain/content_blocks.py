@@ -66,6 +66,14 @@ CHECKS: dict[str, Callable[[Block], bool]] = {
         isinstance(b.get("thinking"), str) and isinstance(b.get("signature"), str)
     ),
     "redacted_thinking": lambda b: isinstance(b.get("data"), str),
+    # provider-native items, carried opaque (``domain.native_blocks``)
+    "compaction": lambda b: (
+        ("content" in b and isinstance(b["content"], str | None))  # Anthropic's (None: failed)
+        or isinstance(b.get("encrypted_content"), str)  # OpenAI's
+    ),
+    "reasoning": lambda b: (
+        isinstance(b.get("summary"), list) or isinstance(b.get("encrypted_content"), str)
+    ),
     "tool_use": lambda b: isinstance(b.get("id"), str) and isinstance(b.get("name"), str),
     "tool_result": lambda b: isinstance(b.get("tool_use_id"), str) and _nested(b),
     # OpenAI's spellings, read as the canonical ones
@@ -104,10 +112,28 @@ def _canonical(block: Block) -> Block:
     return block
 
 
+def _unwrapped(value: list[Any]) -> list[Any]:
+    """A Responses API output list: each ``message`` item stands for its content parts."""
+    out: list[Any] = []
+    for block in value:
+        if isinstance(block, dict) and block.get("type") == "message":
+            content = block.get("content")
+            if isinstance(content, str):
+                out.append({"type": "text", "text": content})
+            elif isinstance(content, list) and content:
+                out.extend(content)
+            else:
+                out.append(block)  # not a message we can read: refused below
+        else:
+            out.append(block)
+    return out
+
+
 def blocks_of(value: Any) -> list[Block] | None:
     """``value`` as canonical blocks, or None when it is not a list of blocks."""
     if not isinstance(value, list) or not value:
         return None
+    value = _unwrapped(value)
     for block in value:
         if not isinstance(block, dict):
             return None
@@ -158,10 +184,31 @@ def extra_tokens(blocks: list[Block], count: Any) -> int:
             total += count(block["thinking"])
         elif kind == "redacted_thinking":
             total += count(block["data"])
+        elif kind in ("compaction", "reasoning"):
+            total += native_tokens(block, count)
         elif kind == "tool_result":
             nested = blocks_of(block.get("content"))
             total += extra_tokens(nested, count) if nested else 0
     return total
+
+
+def native_tokens(block: Block, count: Any) -> int:
+    """A provider-native item, counted by every string it carries (opaque ones too)."""
+    texts: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, dict):
+            for key, inner in value.items():
+                if key not in ("type", "id", "status"):
+                    walk(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                walk(inner)
+
+    walk(block)
+    return sum(int(count(text)) for text in texts)
 
 
 def image_tokens(block: Block) -> int:

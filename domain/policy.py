@@ -68,6 +68,7 @@ _VALID: dict[str, tuple[str, Any]] = {
     "dedup_tool_results": ("true or false", lambda v: isinstance(v, bool)),
     "drop_summarized_tools": ("true or false", lambda v: isinstance(v, bool)),
     "redact_secrets": ("true or false", lambda v: isinstance(v, bool)),
+    "keep_thinking_turns": _optional_int(0),
     "extra": ("an object", lambda v: isinstance(v, dict)),
 }  # fmt: skip
 
@@ -114,6 +115,10 @@ class Policy:
     # Mask secrets (API keys, tokens, private keys) in items as they enter a
     # commit, so renders, summaries and copies never show them (rules/redact.py).
     redact_secrets: bool = False
+    # Thinking (and reasoning) of assistant turns older than the last
+    # ``keep_thinking_turns`` is cleared (rules/thinking.py), batched with aging
+    # for the cache, as Anthropic's ``clear_thinking`` does; null keeps it all.
+    keep_thinking_turns: int | None = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -186,6 +191,7 @@ ADDED_LATER: dict[str, Any] = {
     "dedup_tool_results": False,
     "drop_summarized_tools": False,
     "redact_secrets": False,
+    "keep_thinking_turns": None,
 }
 
 DEFAULT_POLICY = Policy()

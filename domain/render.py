@@ -15,6 +15,7 @@ from typing import Any
 
 from domain.call_ids import distinct_call_id, tool_name
 from domain.context import ContextCommit, Item
+from domain.native_blocks import carried
 from domain.tool_specs import OPEN_SCHEMA, Spec, listed_tools, uses
 
 Block = dict[str, Any]
@@ -23,10 +24,12 @@ Message = dict[str, Any]
 # passed back intact, signature and all).
 ALLOWED = {
     "user": ("text", "image", "document"),
-    "assistant": ("thinking", "redacted_thinking", "text"),
+    "assistant": ("thinking", "redacted_thinking", "compaction", "reasoning", "text"),
     "tool": ("text", "image"),
 }
-THINKING = ("thinking", "redacted_thinking")
+# What goes before anything else an assistant message holds: a provider's own
+# items (``domain.native_blocks``), in the order the provider gave them.
+THINKING = ("thinking", "redacted_thinking", "compaction", "reasoning")
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,11 @@ def _text(text: str) -> Block:
     return {"type": "text", "text": text}
 
 
-def _shown(blocks: list[Block] | None, kinds: tuple[str, ...]) -> list[Block]:
-    """The blocks a message of this kind may carry; blank text left out."""
-    return [b for b in blocks or () if b["type"] in kinds
+def _shown(
+    blocks: list[Block] | None, kinds: tuple[str, ...], shape: str = "neutral"
+) -> list[Block]:
+    """The blocks a message of this kind may carry in ``shape``; blank text left out."""
+    return [b for b in blocks or () if b["type"] in kinds and carried(b, shape)
             and not (b["type"] == "text" and not b["text"].strip())]  # fmt: skip
 
 
@@ -87,13 +92,14 @@ class _Conversation:
     block (an assistant turn that only calls tools has no text).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, shape: str = "neutral") -> None:
+        self.shape = shape  # whose provider-native blocks are carried
         self.messages: list[Message] = []
         self.results: list[Block] = []  # answers to the calls just made
         self.call_ids: set[str] = set()
 
     def say(self, role: str, text: str, blocks: list[Block] | None = None) -> None:
-        shown = _shown(blocks, ALLOWED[role]) if blocks else []
+        shown = _shown(blocks, ALLOWED[role], self.shape) if blocks else []
         if not shown and text.strip():
             shown = [_text(text)]
         if shown:
@@ -131,9 +137,11 @@ def request_tools(commit: ContextCommit, drop_summarized_tools: bool = False) ->
     return [dict(spec, name=tool_name(spec["name"])) for spec in specs]
 
 
-def render_commit(commit: ContextCommit, drop_summarized_tools: bool = False) -> Context:
+def render_commit(commit: ContextCommit, drop_summarized_tools: bool = False,
+                  shape: str = "neutral") -> Context:  # fmt: skip
+    """The neutral request; ``shape`` leaves out the native blocks it cannot carry."""
     system_parts: list[str] = []
-    conversation = _Conversation()
+    conversation = _Conversation(shape)
     for item in sorted(commit.items, key=lambda i: i.ord):
         if item.state == "summarized":
             continue
@@ -194,18 +202,27 @@ def anthropic_tool(spec: Spec) -> dict[str, Any]:
     return tool
 
 
-SHAPES = ("neutral", "openai", "anthropic")
+SHAPES = ("neutral", "openai", "anthropic", "responses", "gemini", "bedrock")
 
 
 def render_shape(commit: ContextCommit, shape: str, model: str, cache: bool = False,
                  drop_summarized_tools: bool = False) -> dict[str, Any]:  # fmt: skip
+    from domain.render_bedrock import to_bedrock
+    from domain.render_gemini import to_gemini
     from domain.render_openai import to_openai
+    from domain.render_responses import to_responses
 
-    ctx = render_commit(commit, drop_summarized_tools)
-    if shape == "neutral":
-        return ctx.to_json()
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}: use one of {', '.join(SHAPES)}")
+    ctx = render_commit(commit, drop_summarized_tools, shape)
     if shape == "openai":
         return to_openai(ctx, model)
     if shape == "anthropic":
         return to_anthropic(ctx, model, cache)
-    raise ValueError(f"unknown shape {shape!r}: use one of {', '.join(SHAPES)}")
+    if shape == "responses":
+        return to_responses(ctx, model)
+    if shape == "gemini":
+        return to_gemini(ctx)
+    if shape == "bedrock":
+        return to_bedrock(ctx, model, cache)
+    return ctx.to_json()

@@ -52,6 +52,9 @@ class WorkingContext(ResultRefs, OrderedViews):
     # Tool items the tail boundary has passed that are still full: aging waits
     # for a batch of them (generation 2 batching).  Filtered when used.
     pending_aging: dict[str, None] = field(default_factory=dict)
+    # The same for assistant items whose thinking waits to be cleared (rules/thinking.py).
+    thought_upto: int = -1
+    pending_thinking: dict[str, None] = field(default_factory=dict)
     # source node id -> how many items hold it (attach and merge bring in only
     # what the target lacks)
     sources: dict[str, int] = field(default_factory=dict)
@@ -175,6 +178,7 @@ class WorkingContext(ResultRefs, OrderedViews):
         self.pin_locked.discard(item_id)
         self.base_locked.discard(item_id)
         self.pending_aging.pop(item_id, None)
+        self.pending_thinking.pop(item_id, None)
         if item.source_node_id is not None:
             self.sources[item.source_node_id] -= 1
             if not self.sources[item.source_node_id]:

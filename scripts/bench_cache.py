@@ -14,6 +14,12 @@ order the cache reads them (tools, system, then each message's blocks):
 * ``reuse``: the share of this request's tokens in the prefix the two share
   (what a cache could serve).
 
+The same is measured for the OpenAI Responses and Gemini shapes of the same
+requests (``--shapes``), unit by unit in the order their prefix caches read
+them (tools, instructions, then each input item or content part); they cache
+any prefix automatically, with no breakpoints and no write price, so only
+reuse, append-only and input cost apply to them.
+
 Then per configuration: the median reuse, the share of append-only calls,
 and the cost of all calls' input with cached tokens at 10% of the price,
 relative to paying for every token.  A provider only reads the cache at its
@@ -25,6 +31,7 @@ other token written at 125%, relative to no cache at all, next to the
 absolute bill in thousands of token-equivalents.
 
     python scripts/bench_cache.py [--calls 300] [--windows 128000,16000] [--quiet]
+                                  [--shapes anthropic,responses,gemini]
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ TOOLS = ("read_file", "grep", "bash", "edit_file", "list_dir")
 @dataclass
 class Result:
     label: str
+    shape: str = "anthropic"
     calls: list[tuple[bool, float, int]] = field(default_factory=list)  # append, reuse, tokens
     cost: float = 0.0
     full_cost: int = 0
@@ -67,17 +75,23 @@ class Result:
     def summary(self) -> dict[str, Any]:
         reuse = [r for _, r, _ in self.calls[1:]]
         appended = sum(1 for a, _, _ in self.calls[1:] if a)
+        breakpoints = self.shape == "anthropic"
         return {
             "config": self.label,
+            "shape": self.shape,
             "calls": len(self.calls),
             "median reuse": f"{statistics.median(reuse):.1%}" if reuse else "-",
             "append-only": f"{appended / max(1, len(self.calls) - 1):.1%}",
             "input cost": f"{self.cost / max(1, self.full_cost):.1%}",
             "breakpoint reuse": f"{statistics.median(self.breakpoint_reuse[1:]):.1%}"
-            if len(self.breakpoint_reuse) > 1
+            if breakpoints and len(self.breakpoint_reuse) > 1
             else "-",
-            "cost with writes": f"{self.written_cost / max(1, self.full_cost):.1%}",
-            "billed k tok": f"{self.written_cost / 1000:,.0f} of {self.full_cost / 1000:,.0f}",
+            "cost with writes": f"{self.written_cost / max(1, self.full_cost):.1%}"
+            if breakpoints
+            else "-",
+            "billed k tok": f"{self.written_cost / 1000:,.0f} of {self.full_cost / 1000:,.0f}"
+            if breakpoints
+            else f"{self.cost / 1000:,.0f} of {self.full_cost / 1000:,.0f}",
             "over window": self.over_window,
         }
 
@@ -130,11 +144,49 @@ def blocks(request: dict[str, Any]) -> tuple[list[str], list[int]]:
     return out, breakpoints
 
 
-def run(label: str, window: int, policy: Any, calls: int, seed: int, quiet: bool) -> Result:
+def units(shape: str, request: dict[str, Any]) -> list[str]:
+    """A Responses or Gemini request as its prefix cache reads it, unit by unit."""
+    out = [json.dumps(tool, sort_keys=True) for tool in request.get("tools", [])]
+    if shape == "responses":
+        if request.get("instructions"):
+            out.append(json.dumps(request["instructions"]))
+        out.extend(json.dumps(item, sort_keys=True) for item in request["input"])
+        return out
+    if "systemInstruction" in request:
+        out.append(json.dumps(request["systemInstruction"], sort_keys=True))
+    for content in request["contents"]:
+        out.extend(json.dumps([content["role"], part], sort_keys=True)
+                   for part in content["parts"])  # fmt: skip
+    return out
+
+
+def measure(result: Result, previous: list[str], current: list[str]) -> tuple[bool, float, int]:
+    """Append-only, reuse and size of one call against the previous one, into ``result``."""
+    from domain.tokens import count_tokens
+
+    sizes = [count_tokens(b) for b in current]
+    shared = 0
+    while (shared < len(previous) and shared < len(current)
+           and previous[shared] == current[shared]):  # fmt: skip
+        shared += 1
+    total = sum(sizes)
+    cached = sum(sizes[:shared])
+    appended = bool(previous) and shared == len(previous)
+    reuse = cached / total if total else 1.0
+    result.calls.append((appended, reuse, total))
+    result.cost += cached * CACHED_PRICE + (total - cached)
+    result.full_cost += total
+    return appended, reuse, total
+
+
+def run(label: str, window: int, policy: Any, calls: int, seed: int, quiet: bool,
+        shapes: tuple[str, ...] = ("anthropic",)) -> list[Result]:  # fmt: skip
     from domain.tokens import count_tokens
     from service.runtime import Runtime
 
     result = Result(label)
+    others = {shape: Result(label, shape) for shape in shapes if shape != "anthropic"}
+    last: dict[str, list[str]] = {shape: [] for shape in others}
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as folder:
         rt = Runtime(f"sqlite:///{folder}/bench.db", policy=policy)
@@ -154,6 +206,10 @@ def run(label: str, window: int, policy: Any, calls: int, seed: int, quiet: bool
             for call in range(calls):
                 if call and call % 40 == 0:
                     append("user", input=f"Also: check case {call // 40}, and keep it fast.")
+                for shape, other in others.items():
+                    current_units = units(shape, rt.rendered(str(sid), shape)["request"])
+                    measure(other, last[shape], current_units)
+                    last[shape] = current_units
                 request = rt.rendered(str(sid), "anthropic", cache=True)
                 result.over_window += bool(request["over_window"])
                 current, breakpoints = blocks(request["request"])
@@ -189,7 +245,7 @@ def run(label: str, window: int, policy: Any, calls: int, seed: int, quiet: bool
                            output=output(rng, call, result_size(rng)))  # fmt: skip
         finally:
             rt.close()
-    return result
+    return [result, *others.values()] if "anthropic" in shapes else list(others.values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,7 +255,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--quiet", action="store_true", help="only the summary")
     parser.add_argument("--policy", default="{}", help="JSON overrides for 'batching on'")
+    parser.add_argument("--shapes", default="anthropic,responses,gemini",
+                        help="the shapes measured, of anthropic, responses, gemini")  # fmt: skip
     args = parser.parse_args(argv)
+    shapes = tuple(s.strip() for s in args.shapes.split(",") if s.strip())
     from domain.policy import Policy
 
     batched = Policy.from_json(args.policy)
@@ -208,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     for window in (int(w) for w in args.windows.split(",")):
         for name, policy in (("batching on", batched), ("batching off", unbatched)):
             label = f"{window // 1000}k, {name}"
-            results.append(run(label, window, policy, args.calls, args.seed, args.quiet))
+            results.extend(run(label, window, policy, args.calls, args.seed, args.quiet, shapes))
     rows = [r.summary() for r in results]
     columns = list(rows[0])
     widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in columns]
@@ -219,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n(input cost: all calls' input tokens with cached ones at {CACHED_PRICE:.0%} of "
           "the price, relative to paying for every token; cost with writes: read only at "
           "the previous call's breakpoints, every other token written at "
-          f"{WRITE_PRICE:.0%})")  # fmt: skip
+          f"{WRITE_PRICE:.0%}; responses and gemini cache any prefix by themselves, so "
+          "their billed k tok is the input cost's)")  # fmt: skip
     return 0
 
 

@@ -41,6 +41,7 @@ from typing import Any
 
 from domain.errors import DomainError
 from domain.policy import InvalidPolicy
+from domain.render import SHAPES
 from domain.tokens import TokenizerUnavailable
 from projections.store import DATABASE_ERRORS, database_error_line
 from scripts import transcript
@@ -218,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", type=int, required=True, metavar="VERSION")
     p.add_argument(
         "--render",
-        choices=("neutral", "openai", "anthropic"),
+        choices=SHAPES,
         default=None,
         help="print the provider request at that event (projected in memory)",
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 from domain import errors
 from domain.catalogue import window_warnings
+from domain.native_blocks import left_out
 from domain.render import render_shape
 from domain.rules.redact import mask_json
 from projections import queries as q
@@ -98,7 +99,7 @@ class Queries(RuntimeCore):
                     "session_id": session.session_id, "commit_id": cid,
                     "head_node_id": commit.head_node_id, "version": session.version,
                     "shape": shape, "over_window": fit["over_window"],
-                    "shortfall": fit["shortfall"],
+                    "shortfall": fit["shortfall"], "left_out": left_out(commit, shape),
                     "warnings": window_warnings(session.model, session.context_window),
                     "request": render_shape(commit, shape, session.model, cache,
                                             policy.drop_summarized_tools),

@@ -24,27 +24,33 @@ from domain.rules.idle_clearing import (
     idle_reason,
     keep_idle,
 )
+from domain.rules.thinking import clear_old_thinking, clear_thinking, due_thinking, thinking_saves
 from domain.rules.tool_aging import age_item, age_tools, aging_saves, due_tools
 from domain.working_context import WorkingContext
 
 
 def run_batched_rules(ctx: WorkingContext, budget: Budget, now: float) -> None:
-    """Tool aging, idle clearing, emergency clearing: at once, or in batches."""
+    """Tool aging, thinking and idle clearing, emergency clearing: at once, or in batches."""
     if not ctx.policy.batching:
         age_tools(ctx)
+        clear_old_thinking(ctx)
         clear_idle(ctx, now)
         emergency_clear(ctx, budget)
         return
     aging = due_tools(ctx)
+    thinking = due_thinking(ctx)
     idle = due_idle(ctx, now)
-    saves = sum(aging_saves(ctx, i) for i in aging) + sum(clearing_saves(ctx, i) for i in idle)
-    why = batch_reason(ctx, budget, saves) if aging or idle else None
+    saves = (sum(aging_saves(ctx, i) for i in aging) + sum(thinking_saves(ctx, i) for i in thinking)
+             + sum(clearing_saves(ctx, i) for i in idle))  # fmt: skip
+    why = batch_reason(ctx, budget, saves) if aging or idle or thinking else None
     if why is None:
         keep_idle(ctx, idle)
     else:
         for item in aging:
             age_item(ctx, item, ctx.turns_after(item.ord), why)
             del ctx.pending_aging[item.item_id]
+        for item in thinking:
+            clear_thinking(ctx, item, why)
         for item in idle:
             clear(ctx, item.item_id, "idle_clearing", idle_reason(ctx, item, now) + why)
     emergency_clear(ctx, budget)

@@ -143,9 +143,12 @@ def test_a_render_masks_items_committed_before_redaction_was_on(store_url: str) 
 def test_redaction_off_changes_nothing(runtime: Any, client: TestClient, store_url: str,
                                        monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
-    # the rules_version main recorded for the default policy: no new rules history
-    assert Policy().rules_version == "r1-2ab1bcf578"
-    assert Policy.from_json(IMMEDIATE_POLICY_JSON).rules_version == "r1-cf0aaf9fec"
+    # the default policy's rules_version: redaction off adds no new rules history
+    # (r1-2ab1bcf578 and r1-cf0aaf9fec before ``keep_thinking_turns``; a policy with
+    # it null still digests to those)
+    assert Policy().rules_version == "r1-2d2890c3d2"
+    assert Policy.from_json(IMMEDIATE_POLICY_JSON).rules_version == "r1-dc790004fc"
+    assert Policy(keep_thinking_turns=None).rules_version == "r1-2ab1bcf578"
     sid, secret, _ = _session(client)
     rendered = json.dumps(ok(client.get(f"/sessions/{sid}/render")))
     assert json.dumps(PASTED)[1:-1] in rendered

@@ -25,6 +25,18 @@ def rt(store_url: str) -> Iterator[Runtime]:
 
 
 @pytest.fixture
+def rt_thinking(store_url: str) -> Iterator[Runtime]:
+    """``rt`` keeping every turn's thinking (``keep_thinking_turns`` null), for tests of
+    what thinking blocks are; ``test_shape_requests`` tests clearing them."""
+    runtime = Runtime(store_url, auto_compact=False,
+                      policy=immediate_policy(keep_thinking_turns=None))  # fmt: skip
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+@pytest.fixture
 def pg_recorder(store_url: str) -> Iterator[Any]:
     """The PostgreSQL store's event recorder (``UnpipelinedRecorder``); skips on SQLite."""
     from domain.application import CtxStore

@@ -96,7 +96,8 @@ def multimodal_session(rt: Runtime) -> str:
     return sid
 
 
-def test_both_shapes_validate_against_the_official_sdk_types(rt: Runtime) -> None:
+def test_both_shapes_validate_against_the_official_sdk_types(rt_thinking: Runtime) -> None:
+    rt = rt_thinking  # the thinking of an older turn kept, to see it come back
     sid = multimodal_session(rt)
     anthropic = rt.rendered(sid, "anthropic")["request"]
     openai = rt.rendered(sid, "openai")["request"]
@@ -129,7 +130,8 @@ def test_both_shapes_validate_against_the_official_sdk_types(rt: Runtime) -> Non
                for m in openai["messages"] if m["role"] == "user")  # fmt: skip
 
 
-def test_the_budget_counts_images_thinking_and_tool_schemas(rt: Runtime) -> None:
+def test_the_budget_counts_images_thinking_and_tool_schemas(rt_thinking: Runtime) -> None:
+    rt = rt_thinking  # the thinking of an older turn kept, to count it
     sid = multimodal_session(rt)
     budget = rt.budget(sid)
     from domain.tool_specs import definition_tokens

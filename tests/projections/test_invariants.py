@@ -30,7 +30,7 @@ from projections.rebuild import _plain, rebuild_and_compare
 from service.runtime import Runtime
 from tests.projections.random_sessions import STEPS, Driver, Step, fresh_store, rendered_bytes
 
-SHAPES = ("neutral", "openai", "anthropic")
+SHAPES = ("neutral", "openai", "anthropic", "responses", "gemini", "bedrock")
 
 
 class Checker:

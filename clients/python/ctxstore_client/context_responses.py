@@ -7,11 +7,14 @@ server is imported: the server answers with these very models.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, WithJsonSchema
 
+from ctxstore_client.render_schemas import request_schema, shape_rules
 from ctxstore_client.responses import Answer
+
+Shape = Literal["neutral", "openai", "anthropic", "responses", "gemini", "bedrock"]
 
 
 class Item(Answer):
@@ -67,15 +70,21 @@ class ToolsList(Answer):
 
 
 class Rendered(Answer):
+    """``request`` is the provider's JSON, typed per ``shape`` (``render_schemas``);
+    ``left_out`` the provider-native blocks this shape could not carry."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"allOf": cast(Any, shape_rules())})
+
     session_id: str
     commit_id: str
     head_node_id: str
     version: int
-    shape: Literal["neutral", "openai", "anthropic"]
+    shape: Shape
     over_window: bool = False
     shortfall: int = 0
+    left_out: list[dict[str, Any]] = []
     warnings: list[str] = Field(default_factory=list)
-    request: dict[str, Any]
+    request: Annotated[dict[str, Any], WithJsonSchema(request_schema())]
 
 
 class TimelineEntry(Answer):

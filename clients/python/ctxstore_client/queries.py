@@ -52,7 +52,7 @@ def tools(session_id: str) -> Request[cr.ToolsList]:
 def render(
     session_id: str,
     *,
-    shape: str = "neutral",
+    shape: cr.Shape = "neutral",
     commit: str | None = None,
     cache: bool = False,
 ) -> Request[cr.Rendered]:
