@@ -117,6 +117,15 @@ class Health(Answer):
     )
 
 
+class Ready(Answer):
+    status: Literal["ready", "not_ready"]
+    ready: bool
+    reason: str | None = None
+    lag: dict[str, int] = Field(
+        default_factory=dict, description="each partition's unprojected events of its own"
+    )
+
+
 class OpenAPIDocument(Answer):
     openapi: str
     info: dict[str, Any]
