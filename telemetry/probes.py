@@ -38,9 +38,8 @@ def set_enabled(on: bool) -> None:
 
 
 def command_name(command: object) -> str:
-    """``AppendNode`` -> ``append_node``: a command's label."""
-    name = type(command).__name__
-    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+    """A command's label: its ``name`` (``append_node``), else its class's."""
+    return str(getattr(command, "name", None) or type(command).__name__)
 
 
 def http_request(route: str, method: str, status: int, seconds: float) -> None:
