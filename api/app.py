@@ -8,6 +8,7 @@ closed at shutdown (``uvicorn api.app:create_app --factory`` still works).
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -23,6 +24,7 @@ from api import (
     responses,
     routes_commands,
     routes_erasure,
+    routes_ops,
     routes_queries,
     routes_ui,
     sse,
@@ -34,9 +36,12 @@ from api.client_slots import ClientConcurrency, request_slots, stream_slots
 from api.large_body_lane import Lane, LargeBodyLane
 from api.limits import HANDLERS as LIMIT_HANDLERS
 from api.limits import BodyLimits, Limits
+from api.observe import observed
+from api.routes_ops import Operations
 from api.stream_watcher import StreamWatcher
 from service.api_keys import KeyStore
 from service.runtime import Runtime
+from telemetry import exposition, logs
 
 
 async def openapi_json(request: Request) -> Response:
@@ -47,6 +52,7 @@ ENDPOINTS = [
     *routes_commands.ENDPOINTS,
     *routes_queries.ENDPOINTS,
     *routes_erasure.ENDPOINTS,
+    *routes_ops.ENDPOINTS,
     *sse.ENDPOINTS,
     openapi.Endpoint(
         "GET", "/openapi.json", openapi_json, "This document", response=responses.OpenAPIDocument
@@ -62,6 +68,7 @@ def create_app(
     close_runtime: bool = False,
     lane: Lane | None = None,
     lane_secret: str | None = None,
+    ops: Operations | None = None,
 ) -> Starlette:
     """Settings left out are read from the environment (README, *Configuration*)."""
     if runtime is None:
@@ -71,6 +78,9 @@ def create_app(
     owned = close_runtime
     limits = limits or Limits.from_env()
     browser = browser or BrowserSafety.from_env()
+    ops = ops or Operations.from_env(os.environ)
+    if ops.json_logs:
+        logs.configure_json()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -83,21 +93,28 @@ def create_app(
                 await lane.close()
             if owned:
                 runtime.close()
+            exposition.process_exited(os.getpid())
 
     routes = [Route(ep.route, ep.handler, methods=[ep.method]) for ep in ENDPOINTS]
-    routes += routes_ui.ROUTES
+    routes += [*routes_ui.ROUTES, Route("/metrics", routes_ops.metrics, methods=["GET"])]
     laned = [] if lane is None else [Middleware(LargeBodyLane, lane=lane, routes=routes,
                                                 body_timeout=limits.body_timeout)]  # fmt: skip
     app = Starlette(
         routes=routes,
         exception_handlers={**errors.HANDLERS, **LIMIT_HANDLERS},
-        # Outermost first: refuse a foreign Host, answer CORS preflights, hold non-JSON
-        # commands (browser_safety); then the API key (auth: a tenant, a scope); then count
-        # the client's requests, per key, and bound its body.
+        # Outermost first: measure and log the request (api.observe); refuse a foreign
+        # Host, answer CORS preflights, hold non-JSON commands (browser_safety); then the
+        # API key (auth: a tenant, a scope); then count the client's requests, per key,
+        # and bound its body.
         middleware=[
+            observed(helper=lane_secret is not None, json_logs=ops.json_logs),
             *browser_middleware(browser, routes),
             Middleware(
-                AuthMiddleware, keys=KeyStore(runtime.store.engine), forwarded_secret=lane_secret
+                AuthMiddleware,
+                keys=KeyStore(runtime.store.engine),
+                forwarded_secret=lane_secret,
+                metrics_access=ops.metrics_access,
+                metrics_scope=ops.metrics_scope,
             ),  # fmt: skip
             Middleware(ClientConcurrency, slots=request_slots(limits.max_requests_per_client)),
             Middleware(BodyLimits, limits=limits),
@@ -108,6 +125,7 @@ def create_app(
     app.state.runtime = runtime
     app.state.lane = lane
     app.state.limits = limits
+    app.state.ops = ops
     app.state.stream_slots = stream_slots(limits.max_streams_per_client)
     app.state.stream_watcher = StreamWatcher(runtime, limits.stream_poll)
     app.state.openapi = openapi.document(ENDPOINTS)

@@ -12,8 +12,10 @@ domain check makes other tenants' sessions unknown), ``ctxstore_key_id``
 - A key whose scope is too narrow for the method: ``403 forbidden``.  GET
   and HEAD need ``read``, DELETE (erasure) ``admin``, every other method
   (the commands) ``write``.
-- ``/health``, ``/openapi.json`` and the inspector's static files are public:
-  they hold no session data (the inspector reads through the API, with a key).
+- ``/health``, ``/ready``, ``/openapi.json`` and the inspector's static files
+  are public: they hold no session data (the inspector reads through the API,
+  with a key).  ``/metrics`` is open to loopback clients and wants a key of
+  ``CTXSTORE_METRICS_SCOPE`` from others, as ``CTXSTORE_METRICS_ACCESS`` says.
 
 Zero set-up: until the first key is created in the store (revoked ones
 count, so revoking every key never opens a server), a request from a
@@ -45,6 +47,7 @@ from service.api_keys import ApiKey, KeyStore
 TENANT, KEY_ID, SCOPE = "ctxstore_tenant", "ctxstore_key_id", "ctxstore_scope"
 IN_PROCESS = "testclient"  # starlette.testclient's client name: no network involved
 CHALLENGE = 'Bearer realm="ctxstore"'
+METRICS_PATH = "/metrics"  # api.routes_ops: its own rule (open on loopback, else a key)
 FORWARDED_PRINCIPAL = b"ctxstore-principal"  # api.large_body_lane sets it, never a client
 
 
@@ -107,17 +110,25 @@ def _forwarded(scope: Scope, secret: str) -> tuple[str, str | None, str] | None:
 
 
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, keys: KeyStore, forwarded_secret: str | None = None
+    def __init__(self, app: ASGIApp, keys: KeyStore, forwarded_secret: str | None = None,
+                 metrics_access: str = "loopback", metrics_scope: str = "admin"
                  ) -> None:  # fmt: skip
         """``forwarded_secret``: this app is the large-body helper (``api.helper_server``),
         and takes the principal its API process resolved, proved by this secret, from
-        a peer on its Unix socket only."""
+        a peer on its Unix socket only.  ``metrics_access`` and ``metrics_scope``: who
+        may scrape ``/metrics`` (``api.routes_ops``)."""
         self.app = app
         self.keys = keys
         self.forwarded_secret = forwarded_secret
+        self.metrics_access, self.metrics_scope = metrics_access, metrics_scope
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or _public(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        metrics = scope["path"] == METRICS_PATH
+        if metrics and (self.metrics_access == "open"
+                        or (self.metrics_access == "loopback" and _loopback(scope))):  # fmt: skip
             await self.app(scope, receive, send)
             return
         if self.forwarded_secret and scope.get("client") is None:  # a Unix socket's peer
@@ -140,7 +151,7 @@ class AuthMiddleware:
             await _refuse(scope, receive, send, "the API key is unknown or revoked",
                           'Bearer realm="ctxstore", error="invalid_token"')  # fmt: skip
             return
-        needed = needed_scope(scope["method"])
+        needed = self.metrics_scope if metrics else needed_scope(scope["method"])
         if not key.allows(needed):
             response = error_response(
                 403, "forbidden", f"this key's scope is {key.scope}; "

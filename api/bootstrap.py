@@ -26,6 +26,7 @@ from api.helper_server import (
 )
 from api.large_body_lane import Lane
 from api.limits import Limits
+from api.routes_ops import Operations
 from service.bootstrap import open_runtime
 from service.settings import Settings
 
@@ -34,6 +35,7 @@ def bootstrap(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
     limits = Limits.from_env(settings.env)  # checked before a database is opened
     browser = BrowserSafety.from_env(settings.env)
+    ops = Operations.from_env(settings.env)
     lane_threshold(settings.env, settings.database_url)  # a bad value: before the database
     runtime = open_runtime(settings)
     threshold = lane_threshold(settings.env, settings.database_url, runtime.processor.partitions)
@@ -43,7 +45,7 @@ def bootstrap(settings: Settings | None = None) -> Starlette:
         become_helper(int(alive), settings.env.get(SOCKET_ENV, ""))
     secret = settings.env.get(SECRET_ENV) if alive.isdigit() else None
     return create_app(runtime, limits=limits, browser=browser, close_runtime=True, lane=lane,
-                      lane_secret=secret)  # fmt: skip
+                      lane_secret=secret, ops=ops)  # fmt: skip
 
 
 def helper_env(settings: Settings) -> dict[str, str]:

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from api.observe import mark_replayed
 from api.openapi import Handler
 from domain.idempotency import Pending, check_key
 from service.runtime import Runtime
@@ -53,6 +54,7 @@ def idempotent(handler: Handler) -> Handler:
         )
         answer = await run_in_threadpool(runtime.answer_for, pending)
         if answer is not None:
+            mark_replayed(request.scope)
             status, body = answer
             return Response(body, status, media_type="application/json")
         request.state.idempotency = pending

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 Handler = Callable[[Request], Awaitable[Response]]
-PUBLIC_PATHS = ("/health", "/openapi.json")  # served without a key (api.auth)
+PUBLIC_PATHS = ("/health", "/ready", "/openapi.json")  # served without a key (api.auth)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from api import schemas as s
 from api.auth import tenant_of
 from api.body_parsing import parse_body
 from api.idempotency import idempotent
+from api.observe import mark_replayed
 from api.openapi import Endpoint
 from domain import commands as c
 from domain.catalogue import window_warnings
@@ -43,6 +44,8 @@ async def _execute(request: Request, command: c.Command) -> Any:
     command = replace(command, tenant=tenant_of(request))  # type: ignore[call-arg]
     pending = getattr(request.state, "idempotency", None)
     done = await run_in_threadpool(_runtime(request).run, command, idempotency=pending)
+    if done.replayed:
+        mark_replayed(request.scope)
     request.state.follow_up = done.follow_up
     return done.result
 
@@ -217,6 +220,8 @@ async def compact(request: Request) -> Response:
                                    idempotency=getattr(request.state, "idempotency", None),
                                    tenant=tenant_of(request),
                                    **_args(body))  # fmt: skip
+    if done.replayed:
+        mark_replayed(request.scope)
     request.state.follow_up = done.follow_up
     result = dict(done.result)
     version = result.pop("version", None)

@@ -52,6 +52,10 @@ Stop = int | dict[int, int] | None  # how far catch_up may go, everywhere or per
 WHOLE_STORE = 1 << 62  # a working set budget that never evicts
 
 
+def _ignore(*_: Any) -> None:
+    pass
+
+
 def _every(_: Any) -> bool:
     return True
 
@@ -83,6 +87,10 @@ class Processor:
         self.policies = [p for _, p in history]
         self._batch = threading.local()  # this thread's batch under way, if any
         self.resets = 0  # times another process's erasure made this one start over
+        # Told what each batch stored and how far behind a partition was left, for the
+        # service's telemetry; projections themselves know nothing of it.
+        self.on_stored: Callable[[list[Any], list[Any]], None] = _ignore
+        self.on_caught_up: Callable[[int, int], None] = _ignore
 
     @property
     def projector(self) -> Projector | None:
@@ -207,6 +215,9 @@ class Processor:
                 done, blocked = self._run(part, newest, page, on_page, total, limit)
             total += done
             if not blocked:
+                projector = part.projector
+                if projector is not None:
+                    self.on_caught_up(part.index, newest - projector.position)
                 return total
             # Outside this partition's lock: the other may be waiting for this one.
             for other in blocked:
@@ -243,11 +254,13 @@ class Processor:
                     try:
                         applied, blocked = self._apply(part, projector, notes)
                         self.store.write(conn, projector.outbox, projector.position, part.index)
+                        stored = (projector.outbox.commits, projector.outbox.transitions)
                     finally:
                         projector.load_rows = self.store.commit_rows  # outside the batch
                         part.rows.conn = None
                         part.rows.before = None
                         self.batch_conn = None
+                self.on_stored(*stored)  # committed
                 projector.outbox = Outbox()
                 projector.pending.clear()
                 if projector.working is not None:

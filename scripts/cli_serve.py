@@ -5,14 +5,18 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from api.helper_server import lane_threshold
 from api.limits import Limits
+from api.routes_ops import Operations
 from scripts import demo
 from scripts.cli_common import Failed, _migrate, _reachable, _settings, _url
+from telemetry.settings import MULTIPROC_ENV, metrics_on, multiprocess_dir
 
 ROOT = Path(__file__).resolve().parents[1]  # on the workers' import path
 
@@ -76,21 +80,41 @@ def _serve(url: str, host: str, port: int, workers: int) -> int:
     # The served app's environment: this one, with the database and a Host header it
     # answers (api.browser_safety); handed to what serves, never written to os.environ.
     env = {**os.environ, "CTXSTORE_DATABASE_URL": url, "CTXSTORE_BIND_HOST": host}
-    settings = _settings(env)  # likewise a bad CTXSTORE_POLICY or summarizer
     try:
-        Limits.from_env(settings.env)  # and a bad limit
-        lane_threshold(settings.env, url)  # and a large-body lane SQLite cannot have
+        Limits.from_env(env)  # a bad limit
+        Operations.from_env(env)  # or metrics, readiness or log setting
+        helper = lane_threshold(env, url)  # and a large-body lane SQLite cannot have
     except ValueError as exc:
         raise Failed("invalid_setting", str(exc)) from None
+    made = _metrics_folder(env, workers > 1 or helper > 0)
+    settings = _settings(env)  # likewise a bad CTXSTORE_POLICY or summarizer
     _migrate(url)
     _auth_note(url, host)
     if workers > 1:
         return _exec_workers(env, host, port, workers)
     from api.bootstrap import bootstrap
 
-    uvicorn.run(functools.partial(bootstrap, settings), factory=True, host=host, port=port,
-                **uvicorn_limits())  # fmt: skip
+    if made:  # this process serves too: its metrics go to the folder (telemetry's doc)
+        os.environ[MULTIPROC_ENV] = made
+    try:
+        uvicorn.run(functools.partial(bootstrap, settings), factory=True, host=host, port=port,
+                    **uvicorn_limits())  # fmt: skip
+    finally:
+        if made:
+            os.environ.pop(MULTIPROC_ENV, None)
+            shutil.rmtree(made, ignore_errors=True)
     return 0
+
+
+def _metrics_folder(env: dict[str, str], processes: bool) -> str | None:
+    """With several serving processes (workers, the large-body helper), ``/metrics`` sums
+    theirs from files in ``PROMETHEUS_MULTIPROC_DIR``: a fresh folder is made for this
+    server unless one is set (empty it before each start) or metrics are off."""
+    if not processes or multiprocess_dir(env) or not metrics_on(env):
+        return None
+    made = tempfile.mkdtemp(prefix="ctxstore-metrics-")
+    env[MULTIPROC_ENV] = made
+    return made
 
 
 def _exec_workers(env: dict[str, str], host: str, port: int, workers: int) -> int:

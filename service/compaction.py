@@ -21,6 +21,7 @@ from domain.policy import Policy
 from domain.rules.redact import mask
 from domain.rules.summarize import with_item_ids
 from domain.summarizer import Summarizer
+from telemetry import probes
 
 # The policy: after a command that recorded an event of one of these types (the
 # ones that can grow a context) the API compacts the new head, if it asks; an
@@ -65,11 +66,15 @@ def summarize(summarizer: Summarizer, covered: list[Item], items: Sequence[Item]
     With ``redact`` (the policy's ``redact_secrets``), no secret reaches the
     summarizer, not even in an item committed before redaction was on.
     """
-    return summarizer.summarize([
+    read = [
         {"item_id": i.item_id, "role": i.role, "name": i.name,
          "rendered": mask(i.rendered)[0] if redact else i.rendered,
          "state": i.state} for i in read_through_folds(covered, items, allowance)
-    ])  # fmt: skip
+    ]  # fmt: skip
+    with probes.summarizer_call(summarizer.name, sum(i.tokens for i in covered)) as call:
+        text = summarizer.summarize(read)
+        call.output = text
+    return text
 
 
 def read_through_folds(covered: list[Item], items: Sequence[Item],

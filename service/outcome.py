@@ -27,6 +27,7 @@ class Executed:
     result: Any
     follow_up: dict[str, Any] = field(default_factory=dict)
     replayed: bool = False  # the result of the earlier command that used the same key
+    folded_tokens: int = 0  # a summary: the tokens of the items it covers (telemetry)
 
     def failed(self, step: str, exc: BaseException) -> None:
         log.warning("%s after a stored command failed", step, exc_info=exc)

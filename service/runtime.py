@@ -15,6 +15,7 @@ follow-up named beside the result.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from domain import commands, errors
@@ -26,6 +27,7 @@ from service.deployment_models import with_deployment_window
 from service.outcome import Executed
 from service.runtime_compaction import Compaction
 from service.runtime_queries import RENDER_CACHE, Queries
+from telemetry import probes
 
 __all__ = ["RENDER_CACHE", "Runtime"]
 
@@ -54,6 +56,8 @@ class Runtime(Compaction, Queries):
             return Executed(stored.result, replayed=True)
         token = PENDING.set(idempotency)
         SAVED.set(())  # what this command saves, for its follow-ups
+        name = probes.command_name(command)
+        started = time.perf_counter()
         try:
             result = commands.handle(self.app, command)
         except IdempotentReplay as won:  # a concurrent retry with this key stored it
@@ -71,11 +75,15 @@ class Runtime(Compaction, Queries):
         # that must not turn the stored command into an error a client would
         # retry, storing it twice: the next catch-up or command takes it up.
         done = Executed(result)
+        written = time.perf_counter()
+        probes.command_wait(name, "event_store", written - started)
         try:
             self._follow(command, result)
         except Exception as exc:
             done.failed("catch_up", exc)
             return done
+        finally:
+            probes.command_wait(name, "catch_up", time.perf_counter() - written)
         if self.auto_compact and grows_context(SAVED.get()):
             session_id = str(getattr(command, "session_id", None))
             try:

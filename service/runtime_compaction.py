@@ -16,6 +16,7 @@ from projections import queries as q
 from service.compaction import run_to_fold, summarize
 from service.outcome import Executed
 from service.runtime_core import RuntimeCore
+from telemetry import probes
 
 log = logging.getLogger("ctxstore.runtime")
 
@@ -32,9 +33,27 @@ class Compaction(RuntimeCore):
         return result
 
     def compact_reporting(self, session_id: str, expected_version: int | None = None,
-                          idempotency: Pending | None = None,
-                          tenant: str | None = None) -> Executed:  # fmt: skip
+                          idempotency: Pending | None = None, tenant: str | None = None,
+                          trigger: str = "request") -> Executed:  # fmt: skip
         """``compact``, saying which follow-up failed; with a key, at most once per key.
+        ``trigger``: ``request`` or ``auto`` (a command's follow-up), for the metrics."""
+        try:
+            done = self._compact(session_id, expected_version, idempotency, tenant)
+        except errors.NothingToCompact:
+            probes.compaction(trigger, "nothing_to_compact")
+            raise
+        except Exception:
+            probes.compaction(trigger, "failed")
+            raise
+        if done.replayed:
+            probes.compaction(trigger, "replayed")
+        else:
+            probes.compaction(trigger, "stored", done.folded_tokens)
+        return done
+
+    def _compact(self, session_id: str, expected_version: int | None,
+                 idempotency: Pending | None, tenant: str | None) -> Executed:  # fmt: skip
+        """``compact_reporting``'s work.
 
         The session's own lock is held throughout, so its appends wait for
         the summary (which is computed for its head), but the process-wide
@@ -80,6 +99,7 @@ class Compaction(RuntimeCore):
                          "summary_id": summary_id, "covered": [i.item_id for i in covered],
                          "summarizer": summarizer.name, "computed_for": commit_id,
                          "commit_id": None})  # fmt: skip
+        done.folded_tokens = sum(i.tokens for i in covered)
         try:
             self.processor.catch_up(partition=self.processor.partition_of(session_id))
             with self._locked(session_id) as projector:
@@ -100,7 +120,7 @@ class Compaction(RuntimeCore):
         """Compact when the new head asks for it; the session's version afterwards."""
         if not self._asks_for_summary(session_id):
             return None
-        done = self.compact_reporting(session_id)
+        done = self.compact_reporting(session_id, trigger="auto")
         for step, failed in done.follow_up.items():  # the summary itself is stored
             log.warning("%s after auto-compaction failed: %s", step, failed)
         version: int = done.result["version"]

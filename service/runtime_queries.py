@@ -18,6 +18,7 @@ from projections import session_queries as sq
 from projections.explain import explain
 from projections.session_queries import SessionKey
 from service.runtime_core import RuntimeCore
+from telemetry import probes
 
 RENDER_CACHE = 256
 
@@ -93,8 +94,9 @@ class Queries(RuntimeCore):
                 owner = session.session_id if commit_id else ""
                 commit = q.load_commit(projector, self.store, owner, cid)
                 policy = self.processor.policy_of(commit.rules_version)
-                fit = q.window_fit(projector, session, self.processor.policy_of, cid,
-                                   commit.items)  # fmt: skip
+                fit, share = q.window_fit_share(projector, session, self.processor.policy_of,
+                                                cid, commit.items)  # fmt: skip
+                self._shares[key] = share
                 self._rendered[key] = {
                     "session_id": session.session_id, "commit_id": cid,
                     "head_node_id": commit.head_node_id, "version": session.version,
@@ -108,6 +110,9 @@ class Queries(RuntimeCore):
                     self._rendered[key]["request"] = mask_json(self._rendered[key]["request"])[0]
                 while len(self._rendered) > RENDER_CACHE:
                     self._rendered.popitem(last=False)
+                while len(self._shares) > RENDER_CACHE:
+                    self._shares.popitem(last=False)
+            probes.window_share(self._shares.get(key, 0.0))
             return self._rendered[key]
 
     def timeline(self, session_id: str, tenant: str | None = None) -> list[dict[str, Any]]:

@@ -135,6 +135,15 @@ class ModelList(Answer):
     default_window: int = Field(description="what a session on any other model is assumed to get")
 
 
+class Ready(Answer):
+    status: Literal["ready", "not_ready"]
+    ready: bool
+    reason: str | None = None
+    lag: dict[str, int] = Field(
+        default_factory=dict, description="each partition's unprojected events of its own"
+    )
+
+
 class OpenAPIDocument(Answer):
     openapi: str
     info: dict[str, Any]

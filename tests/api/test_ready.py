@@ -1,0 +1,47 @@
+"""``GET /ready``: 503 until migrations ran and the projection is within the allowed lag."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.testclient import TestClient
+
+from api.app import create_app
+from api.routes_ops import Operations
+from domain import commands
+from projections.migrate import downgrade, upgrade
+from tests.api.conftest import LOCAL
+
+
+def test_ready_turns_200_only_after_catch_up(runtime: Any) -> None:
+    app = create_app(runtime, ops=Operations(ready_max_lag=2))
+    with TestClient(app, base_url=LOCAL) as client:
+        assert client.get("/ready").status_code == 200
+        # Events stored, not projected: another process wrote them, nobody caught up.
+        sid, _ = commands.handle(runtime.app, commands.StartSession(title="t"))
+        for i in range(3):
+            commands.handle(runtime.app, commands.AppendNode(
+                session_id=sid, node={"role": "user", "output": f"n{i}"}))  # fmt: skip
+        r = client.get("/ready")
+        assert r.status_code == 503
+        body = r.json()
+        assert body["status"] == "not_ready" and body["ready"] is False
+        assert max(body["lag"].values()) > 2 and "behind" in body["reason"]  # counted to 3
+        assert client.get("/health").status_code == 200  # liveness is another question
+        runtime.catch_up()
+        r = client.get("/ready")
+        assert r.status_code == 200, r.text
+        assert r.json() == {"status": "ready", "ready": True, "reason": None,
+                            "lag": {p: 0 for p in body["lag"]}}  # fmt: skip
+
+
+def test_ready_is_503_until_migrations_ran(runtime: Any) -> None:
+    with TestClient(create_app(runtime), base_url=LOCAL) as client:
+        assert client.get("/ready").status_code == 200
+        downgrade(runtime.url, "-1")
+        try:
+            r = client.get("/ready")
+            assert r.status_code == 503 and "migrations" in r.json()["reason"]
+        finally:
+            upgrade(runtime.url)
+        assert client.get("/ready").status_code == 200
