@@ -19,7 +19,7 @@ answer token does.
 Printed per window: checks, kept by truncation and by ctxstore, the loss
 ratio (ctxstore misses / truncation misses: under 1.0 ctxstore loses fewer
 answers) and the share of the history limit the render used, on average
-over the checkpoints.
+over the checkpoints where the conversation so far no longer fits it.
 
     python scripts/bench_retention.py [--quick] [--windows 8000,16000] [--policy JSON]
 """
@@ -165,7 +165,8 @@ def replay(name: str, conv: dict[str, Any], window: int, policy: Any) -> Tally:
                 texts = {k: (v, set(v.split())) for k, v in
                          (("render", rendered), ("cut", cut), ("whole", whole))}  # fmt: skip
                 used = int(budget["used"]["history"])
-                tally.used.append(used / history if history else 0.0)
+                if history and sum(sizes[:n]) > history:  # only once it cannot all fit
+                    tally.used.append(used / history)
                 for answer, evidence in qas:
                     if any(position.get(e, n) >= n for e in evidence):
                         continue
