@@ -62,6 +62,8 @@ _VALID: dict[str, tuple[str, Any]] = {
     "output_reserve_fraction": _number(0, 1, closed_high=False),
     "output_reserve_max": _int(0),
     "summary_max_tokens": _optional_int(1),
+    "summary_budget": ("a number in (0, 1) or null",
+                       lambda v: v is None or (_real(v) and 0 < v < 1)),
     "generation": ("1 or 2", lambda v: v in (1, 2) and not isinstance(v, bool)),
     "batch_trigger": _number(0, 1, closed_high=False),
     "clear_at_least": _int(0),
@@ -92,6 +94,10 @@ class Policy:
     # session is (compaction off, or its summarizer down), each commit's
     # request stays this size, and it fits a summarizer's own context.
     summary_max_tokens: int | None = 24_000
+    # How much of the history budget one summary may fill (its facts chosen to
+    # fit, ``ExtractiveSummarizer.summarize_within``); None: the first-line
+    # gist capped at 1,200 characters, as before this field existed.
+    summary_budget: float | None = 0.25
     output_reserve_fraction: float = 0.125
     output_reserve_max: int = 16_384
     # Which rules run (see the README's "Rules" section).  Generation 2 keeps
@@ -185,6 +191,7 @@ class Policy:
 # the rules behave as they did before the field existed.
 ADDED_LATER: dict[str, Any] = {
     "summary_max_tokens": None,
+    "summary_budget": None,
     "generation": 1,
     "batch_trigger": 0.0,
     "clear_at_least": 0,

@@ -52,6 +52,15 @@ class Summarizer(Protocol):
     def summarize(self, items: Items) -> str: ...
 
 
+@runtime_checkable
+class BudgetedSummarizer(Protocol):
+    """A summarizer that fills a given budget (tokens) rather than its own cap."""
+
+    name: str
+
+    def summarize_within(self, items: Items, max_tokens: int) -> str: ...
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -97,6 +106,21 @@ class ExtractiveSummarizer:
         parts = ", ".join(f"{counts[role]} {role}" for role in order)
         header = f"Summary of {_plural(len(items), 'item')}" + (f": {parts}." if parts else ".")
         return _cap([header, *lines], self.max_chars)
+
+    def summarize_within(self, items: Items, max_tokens: int) -> str:
+        """The facts of ``items`` within ``max_tokens``: the most informative
+        sentences, lines and tool digests (``domain.fact_select``), in order."""
+        from domain.fact_select import summarize_facts
+        from domain.tokens import count_tokens
+
+        counts: dict[str, int] = {}
+        for item in items:
+            role = str(item.get("role") or "item")
+            counts[role] = counts.get(role, 0) + 1
+        order = sorted(counts, key=lambda r: (ROLE_ORDER.get(r, len(ROLE_ORDER)), r))
+        parts = ", ".join(f"{counts[role]} {role}" for role in order)
+        header = f"Summary of {_plural(len(items), 'item')}" + (f": {parts}." if parts else ".")
+        return summarize_facts(items, max_tokens, header, count_tokens)
 
 
 def _cap(lines: list[str], max_chars: int) -> str:

@@ -9,7 +9,7 @@ call the summarizer here, so their summaries cover the same items.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from eventsourcing.domain import Aggregate
@@ -20,7 +20,7 @@ from domain.pipeline import SessionLike, forced_request
 from domain.policy import Policy
 from domain.rules.redact import mask
 from domain.rules.summarize import with_item_ids
-from domain.summarizer import Summarizer
+from domain.summarizer import BudgetedSummarizer, Summarizer
 from telemetry import probes
 
 # The policy: after a command that recorded an event of one of these types (the
@@ -54,8 +54,14 @@ def run_to_fold(
 GUARD_FOLD = "fold:"  # ids of the window guard's extractive folds (domain.rules.window_guard)
 
 
+SOURCE_CHARS = 8_000  # of one node's own content a summarizer reads in place of its stub
+MIN_SUMMARY_TOKENS = 200
+
+
 def summarize(summarizer: Summarizer, covered: list[Item], items: Sequence[Item] = (),
-              allowance: int | None = None, redact: bool = False) -> str:  # fmt: skip
+              allowance: int | None = None, redact: bool = False,
+              sources: Callable[[str], str | None] | None = None,
+              max_tokens: int | None = None) -> str:  # fmt: skip
     """The summarizer's text for ``covered`` (raises ``SummarizerError``).
 
     Pass the summarizer as the session configured it (``summarizer.for_session``).
@@ -63,18 +69,60 @@ def summarize(summarizer: Summarizer, covered: list[Item], items: Sequence[Item]
     reads what it folded instead (from the commit's ``items``), as long as
     that stays within ``allowance`` tokens, so an LLM summary after an outage
     is written from the conversation, not from the stand-in's first lines.
-    With ``redact`` (the policy's ``redact_secrets``), no secret reaches the
-    summarizer, not even in an item committed before redaction was on.
+    ``sources`` gives a node's own content by its id: an aged or cleared item
+    is summarized from what its node said (capped at ``SOURCE_CHARS``), not
+    from the stub the render shows, so its facts reach the summary.  With
+    ``max_tokens`` a summarizer that can fill a budget (``summarize_within``)
+    fills that one.  With ``redact`` (the policy's ``redact_secrets``), no
+    secret reaches the summarizer, not even in an item committed before
+    redaction was on.
     """
-    read = [
-        {"item_id": i.item_id, "role": i.role, "name": i.name,
-         "rendered": mask(i.rendered)[0] if redact else i.rendered,
-         "state": i.state} for i in read_through_folds(covered, items, allowance)
-    ]  # fmt: skip
+    read = read_through_folds(covered, items, allowance)
+    dicts = []
+    for i in read:
+        text = i.rendered
+        if (
+            sources is not None
+            and i.source_node_id
+            and i.state in ("aged", "cleared", "summarized")
+        ):
+            text = (sources(i.source_node_id) or text)[:SOURCE_CHARS]
+        dicts.append({"item_id": i.item_id, "role": i.role, "name": i.name,
+                      "rendered": mask(text)[0] if redact else text, "state": i.state,
+                      "call": mask(i.call or "")[0] if redact else i.call,
+                      "is_error": i.is_error})  # fmt: skip
     with probes.summarizer_call(summarizer.name, sum(i.tokens for i in covered)) as call:
-        text = summarizer.summarize(read)
+        if max_tokens is not None and isinstance(summarizer, BudgetedSummarizer):
+            room = min(max_tokens, int(0.8 * sum(i.tokens for i in covered)))
+            text = summarizer.summarize_within(dicts, max(MIN_SUMMARY_TOKENS, room))
+        else:
+            text = summarizer.summarize(dicts)
         call.output = text
     return text
+
+
+def summary_budget(history: int, policy: Policy) -> int | None:
+    """Tokens one summary may fill under ``policy``, or None (the summarizer's own cap)."""
+    if policy.summary_budget is None:
+        return None
+    # A fold lands at the target plus its summary: under ``compact_at`` with room
+    # to spare, or it would be over the threshold again and fold on every commit.
+    share = min(policy.summary_budget, policy.compact_at - policy.summary_target - 0.05)
+    return max(MIN_SUMMARY_TOKENS, int(history * share))
+
+
+def source_texts(items: Sequence[Item], texts_of: Callable[[str], Any]) -> dict[str, str]:
+    """What each node behind an aged, cleared or guard-folded item said (``Natural``)."""
+    out: dict[str, str] = {}
+    for item in items:
+        if not item.source_node_id or item.state == "full" or item.state == "summary":
+            continue
+        if item.state == "summarized" and not (item.merged_into or "").startswith(GUARD_FOLD):
+            continue
+        natural = texts_of(item.source_node_id)
+        if natural is not None:
+            out[item.source_node_id] = natural.rendered
+    return out
 
 
 def read_through_folds(covered: list[Item], items: Sequence[Item],

@@ -19,9 +19,10 @@ from domain.errors import DomainError
 from domain.policy import Policy
 from domain.session import Session
 from domain.summarizer import Summarizer, SummarizerError, for_session
+from projections import queries as q
 from projections.projector import Projector
 from projections.records import Outbox
-from service.compaction import grows_context, run_to_fold, summarize
+from service.compaction import grows_context, run_to_fold, source_texts, summarize, summary_budget
 
 
 class MemoryProjection:
@@ -68,8 +69,13 @@ class ImportCompactor:
             return
         summarizer = for_session(self.summarizer, agg.compaction)
         try:
+            projector = self.memory.projector
+            sources = source_texts(items, projector.texts_in(str(agg.id)))
+            split = q.budget(projector, str(agg.id), lambda _: self.policy)
+            room = summary_budget(int(split["history"]), self.policy)
             text = summarize(summarizer, covered, items, self.policy.summary_max_tokens,
-                                 redact=self.policy.redact_secrets)  # fmt: skip
+                             redact=self.policy.redact_secrets, sources=sources.get,
+                             max_tokens=room)  # fmt: skip
         except SummarizerError:
             self.failures += 1  # the line stands; the next one asks again, as over HTTP
             return

@@ -13,7 +13,7 @@ from domain import errors
 from domain.idempotency import PENDING, IdempotentReplay, Pending, Stored, check_same_request
 from domain.summarizer import for_session
 from projections import queries as q
-from service.compaction import run_to_fold, summarize
+from service.compaction import run_to_fold, source_texts, summarize, summary_budget
 from service.outcome import Executed
 from service.runtime_core import RuntimeCore
 from telemetry import probes
@@ -74,12 +74,16 @@ class Compaction(RuntimeCore):
                 request = projector.commits[commit_id].summary_request
                 items = projector.items_of(commit_id)
                 covered = run_to_fold(items, request, True, session, self.policy)
+                sources = source_texts(items, projector.texts_in(session.session_id))
+                history = q.budget(projector, session.session_id, self.processor.policy_of)
+                room = summary_budget(int(history["history"]), self.policy)
             if not covered:
                 raise errors.NothingToCompact("no foldable run outside the tail window")
             agg = self.app.session(session.session_id)
             summarizer = for_session(self.summarizer, agg.compaction)
             text = summarize(summarizer, covered, items, self.policy.summary_max_tokens,
-                             redact=self.policy.redact_secrets)  # fmt: skip
+                             redact=self.policy.redact_secrets, sources=sources.get,
+                             max_tokens=room)  # fmt: skip
             # The summary happens "at" the session's own latest time, not the wall
             # clock: a session driven by recorded times (an import, a replay) must
             # not see hours of idleness appear because compaction ran today.

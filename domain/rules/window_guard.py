@@ -162,10 +162,13 @@ def _fold_run(
 ) -> None:
     for item in run:
         ctx.frozen.discard(item.item_id)
-    text = summarizer.summarize(
-        [{"item_id": i.item_id, "role": i.role, "name": i.name, "rendered": i.rendered}
-         for i in run]
-    )  # fmt: skip
+    dicts = [{"item_id": i.item_id, "role": i.role, "name": i.name, "rendered": i.rendered}
+             for i in run]  # fmt: skip
+    if ctx.policy.summary_budget is not None and not shorten:
+        # the facts of the run, within the fold's allowance (the "[Summary] " prefix aside)
+        text = summarizer.summarize_within(dicts, SUMMARY_ALLOWANCE - 10)
+    else:
+        text = summarizer.summarize(dicts)
     ctx.folds += 1
     summary_id = f"fold:{ctx.step_key}:{ctx.folds}"
     fold_summary(ctx, summary_id, [i.item_id for i in run], text, summarizer.name,

@@ -1,0 +1,78 @@
+"""The default summary keeps facts: chosen by information, within the fold's budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from domain.summarizer import BudgetedSummarizer, ExtractiveSummarizer
+from domain.tokens import count_tokens
+
+CHAT: list[dict[str, Any]] = [
+    {"role": "user", "rendered": "Hey! How are you?"},
+    {"role": "assistant", "rendered": "Thanks, great! Good to see you."},
+    {
+        "role": "user",
+        "rendered": "Caroline: I moved to Lisbon on 3 March 2023. I adopted a dog named Biscuit.",
+    },  # fmt: skip
+    {"role": "assistant", "rendered": "Wow, that is so nice!"},
+    {
+        "role": "user",
+        "rendered": "The server listens on port 8431 and the config is in /etc/app/settings.toml.",
+    },  # fmt: skip
+]
+
+
+def test_keeps_facts_drops_greetings_and_is_deterministic() -> None:
+    s = ExtractiveSummarizer()
+    assert isinstance(s, BudgetedSummarizer)
+    text = s.summarize_within(CHAT, 200)
+    assert text == s.summarize_within([dict(i) for i in CHAT], 200)
+    assert text.startswith("Summary of 5 items: 3 user, 2 assistant.")
+    for fact in ("Lisbon", "3 March 2023", "Biscuit", "8431", "/etc/app/settings.toml"):
+        assert fact in text
+    assert "How are you" not in text and "so nice" not in text
+    assert "Caroline: I adopted a dog" in text, "a speaker's name carries to each sentence"
+
+
+def test_fills_the_budget_and_no_more() -> None:
+    items = [{"role": "user", "rendered": f"Fact {n}: the code for room {n} is {n * 7919}."}
+             for n in range(200)]  # fmt: skip
+    for budget in (60, 300, 1500):
+        text = ExtractiveSummarizer().summarize_within(items, budget)
+        assert count_tokens(text) <= budget
+        assert count_tokens(text) > budget * 0.7, "the room the fold gives is used"
+
+
+def test_a_nested_summary_reselects_old_facts() -> None:
+    """Folding a summary again keeps its informative lines, not only the newest ones."""
+    s = ExtractiveSummarizer()
+    first = s.summarize_within(CHAT, 200)
+    chatter = [{"role": "assistant", "rendered": f"Yes, I think that sounds fine {n}."}
+               for n in range(100)]  # fmt: skip
+    again = s.summarize_within([{"role": "summary", "rendered": first}, *chatter], 120)
+    assert "8431" in again and "Biscuit" in again
+
+
+def test_tool_digest_names_the_call_and_its_error() -> None:
+    items = [{"role": "tool", "name": "bash", "call": '{"cmd": "pytest tests/test_api.py"}',
+              "rendered": "collected 3 items\nFAILED tests/test_api.py::test_login - "
+                          "AssertionError: 401 != 200\n1 failed, 2 passed",
+              "is_error": True}]  # fmt: skip
+    text = ExtractiveSummarizer().summarize_within(items, 200)
+    assert 'bash({"cmd": "pytest tests/test_api.py"}) -> error' in text
+    assert "test_login" in text and "401" in text
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant", "tool", "summary"]),
+                          st.text(max_size=300)), max_size=12),
+       st.integers(min_value=20, max_value=600))  # fmt: skip
+def test_always_within_budget_and_deterministic(raw: list[tuple[str, str]], budget: int) -> None:
+    items = [{"role": r, "name": "t" if r == "tool" else None, "rendered": x} for r, x in raw]
+    text = ExtractiveSummarizer().summarize_within(items, budget)
+    assert text == ExtractiveSummarizer().summarize_within(items, budget)
+    header = text.splitlines()[0]
+    assert count_tokens(text) <= max(budget, count_tokens(header))
