@@ -31,6 +31,7 @@ from api.auth import AuthMiddleware
 from api.browser_safety import BrowserSafety
 from api.browser_safety import middleware as browser_middleware
 from api.client_slots import ClientConcurrency, request_slots, stream_slots
+from api.gc_pauses import FrozenHeap
 from api.large_body_lane import Lane, LargeBodyLane
 from api.limits import HANDLERS as LIMIT_HANDLERS
 from api.limits import BodyLimits, Limits
@@ -95,6 +96,7 @@ def create_app(
         # commands (browser_safety); then the API key (auth: a tenant, a scope); then count
         # the client's requests, per key, and bound its body.
         middleware=[
+            Middleware(FrozenHeap),  # after each request, outside all the rest (api.gc_pauses)
             *browser_middleware(browser, routes),
             Middleware(
                 AuthMiddleware, keys=KeyStore(runtime.store.engine), forwarded_secret=lane_secret
