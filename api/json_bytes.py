@@ -22,9 +22,10 @@ from typing import Any
 
 import orjson
 
-# An exponent after a digit, or a decimal written with four zeros after the
-# point: wherever a float may be written differently, and some text.
-_MAYBE_FLOAT_DIFFERS = re.compile(rb"[0-9][eE]|0\.0000")
+# A number token (first, or after ``:``, ``,`` or ``[``) with an exponent, or below 1e-4
+# written out: wherever a float may be written differently, and rarely text
+# (an id like ``"3e4f..."`` starts after a quote, so it does not trip it).
+_MAYBE_FLOAT_DIFFERS = re.compile(rb"(?:^|[:,\[])-?(?:[0-9]+(?:\.[0-9]+)?[eE]|0\.0000)")
 
 
 def stdlib_bytes(content: Any) -> bytes:

@@ -16,7 +16,7 @@ from domain import errors
 from domain.budget import Budget
 from domain.catalogue import window_for
 from domain.context import ContextCommit, Item
-from domain.pipeline import measure
+from domain.pipeline import measure, measure_context
 from domain.policy import Policy
 from domain.rules.summarize import with_item_ids
 from projections import tables as t
@@ -184,9 +184,16 @@ def _parts(
     """
     commit_id = commit_id or head_commit_id(projector, session)
     meta = projector.commits[commit_id] if commit_id else None
+    policy = policy_of(meta.rules_version if meta else "")
+    # The projector's warm context of this commit, if it holds one under the same
+    # policy, counts the same as one rebuilt from the items (and costs nothing).
+    warm = projector.contexts.get(commit_id) if commit_id else None
+    if warm is not None and warm.policy == policy:
+        split, used = measure_context(warm, session)
+        return split, used, meta
     if items is None:  # a caller that loaded the commit already passes its items
         items = projector.items_of(commit_id) if commit_id else []
-    split, used = measure(list(items), session, policy_of(meta.rules_version if meta else ""))
+    split, used = measure(list(items), session, policy)
     return split, used, meta
 
 
