@@ -33,6 +33,7 @@ from api.auth import AuthMiddleware
 from api.browser_safety import BrowserSafety
 from api.browser_safety import middleware as browser_middleware
 from api.client_slots import ClientConcurrency, request_slots, stream_slots
+from api.gc_pauses import FrozenHeap
 from api.large_body_lane import Lane, LargeBodyLane
 from api.limits import HANDLERS as LIMIT_HANDLERS
 from api.limits import BodyLimits, Limits
@@ -107,6 +108,7 @@ def create_app(
         # API key (auth: a tenant, a scope); then count the client's requests, per key,
         # and bound its body.
         middleware=[
+            Middleware(FrozenHeap),  # after each request, outside all the rest (api.gc_pauses)
             observed(helper=lane_secret is not None, json_logs=ops.json_logs),
             *browser_middleware(browser, routes),
             Middleware(

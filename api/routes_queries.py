@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from typing import Any
 
@@ -15,6 +14,7 @@ from api import query_params as qp
 from api import responses as r
 from api import session_responses as sr
 from api.auth import tenant_of
+from api.json_bytes import json_bytes
 from api.openapi import Endpoint
 from domain.catalogue import CONTEXT_WINDOWS, DEFAULT_WINDOW
 from domain.rules.redact import mask_reply
@@ -124,9 +124,8 @@ RENDER_BYTES = 64  # serialised renders kept per app
 
 
 def _json_bytes(content: Any) -> bytes:
-    """Exactly what ``JSONResponse`` would send."""
-    return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None,
-                      separators=(",", ":")).encode("utf-8")  # fmt: skip
+    """Exactly what ``JSONResponse`` would send (``api.json_bytes``)."""
+    return json_bytes(content)
 
 
 async def render(request: Request) -> Response:

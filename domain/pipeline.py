@@ -204,7 +204,12 @@ def forced_request(items: list[Item], session: SessionLike, policy: Policy) -> J
 
 def measure(items: list[Item], session: SessionLike, policy: Policy) -> tuple[Budget, JSON]:
     """The budget of a commit and what its items use of it, as the rules count them."""
-    ctx = WorkingContext.from_items(policy, items)
+    return measure_context(WorkingContext.from_items(policy, items), session)
+
+
+def measure_context(ctx: WorkingContext, session: SessionLike) -> tuple[Budget, JSON]:
+    """``measure`` of a context already built (read only): a warm one equals one
+    rebuilt from its items (``domain.working_context``), without the rebuild."""
     budget = budget_of(ctx, session)
     history = ctx.total_tokens - ctx.system_tokens
     used = {"system": ctx.system_tokens, "tools": budget.tools, "history": history}

@@ -75,12 +75,17 @@ def _text(text: str) -> Block:
     return {"type": "text", "text": text}
 
 
+def _blank(text: str) -> bool:
+    """``not text.strip()`` without copying a 20 kB result to find out."""
+    return not text or text.isspace()
+
+
 def _shown(
     blocks: list[Block] | None, kinds: tuple[str, ...], shape: str = "neutral"
 ) -> list[Block]:
     """The blocks a message of this kind may carry in ``shape``; blank text left out."""
     return [b for b in blocks or () if b["type"] in kinds and carried(b, shape)
-            and not (b["type"] == "text" and not b["text"].strip())]  # fmt: skip
+            and not (b["type"] == "text" and _blank(b["text"]))]  # fmt: skip
 
 
 class _Conversation:
@@ -100,7 +105,7 @@ class _Conversation:
 
     def say(self, role: str, text: str, blocks: list[Block] | None = None) -> None:
         shown = _shown(blocks, ALLOWED[role], self.shape) if blocks else []
-        if not shown and text.strip():
+        if not shown and not _blank(text):
             shown = [_text(text)]
         if shown:
             self.flush()
@@ -146,7 +151,7 @@ def render_commit(commit: ContextCommit, drop_summarized_tools: bool = False,
         if item.state == "summarized":
             continue
         if item.role == "system":
-            if item.rendered.strip():
+            if not _blank(item.rendered):
                 system_parts.append(item.rendered)
         elif item.role == "tool":
             conversation.tool(item)

@@ -38,11 +38,15 @@ class CommitLookup:
                 rows[row["commit_id"]] = row
         return list(rows.values())
 
-    def items_of(self, commit_id: str) -> list[Item]:
-        """A commit's items as copies, leaving any warm context untouched."""
+    def items_of(self, commit_id: str, *, copies: bool = True) -> list[Item]:
+        """A commit's items as copies, leaving any warm context untouched.
+
+        ``copies=False`` hands out a warm context's own items, for a reader that
+        only reads them while it holds the session (a render: issue 29).
+        """
         ctx = self.contexts.get(commit_id)
         if ctx is not None:
-            return [item.copy() for item in ctx.ordered()]
+            return [item.copy() for item in ctx.ordered()] if copies else list(ctx.ordered())
         meta = self.commits[commit_id]
         texts_of = self.texts_in(meta.session_id)
         return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id, texts_of)

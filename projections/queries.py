@@ -16,7 +16,7 @@ from domain import errors
 from domain.budget import Budget
 from domain.catalogue import window_for, window_warnings
 from domain.context import ContextCommit, Item
-from domain.pipeline import measure
+from domain.pipeline import measure, measure_context
 from domain.policy import Policy
 from domain.rules.summarize import with_item_ids
 from projections import tables as t
@@ -39,7 +39,9 @@ def head_commit_id(projector: Projector, session: SessionRow) -> str | None:
 
 
 def load_commit(projector: Projector, store: ProjectionStore, session_id: str,
-                commit_id: str) -> ContextCommit:  # fmt: skip
+                commit_id: str, *, copies: bool = True) -> ContextCommit:  # fmt: skip
+    """``copies=False``: a warm context's own items, for a caller that only reads them
+    under the session's lock (``CommitLookup.items_of``)."""
     with store.engine.connect() as conn:
         row = conn.execute(select(t.commits).where(t.commits.c.commit_id == commit_id)).first()
         tools = conn.execute(select(t.tool_sets.c.tools)
@@ -47,7 +49,7 @@ def load_commit(projector: Projector, store: ProjectionStore, session_id: str,
             row is not None and row.tools) else None  # fmt: skip
     if row is None or (session_id and row.session_id != str(session_id)):
         raise errors.NotFound(f"unknown commit {commit_id}", commit_id=commit_id)
-    items = tuple(projector.items_of(commit_id))
+    items = tuple(projector.items_of(commit_id, copies=copies))
     request = loads(row.summary_request)
     return ContextCommit(
         id=row.commit_id, session_id=row.session_id,
@@ -184,9 +186,18 @@ def _parts(
     """
     commit_id = commit_id or head_commit_id(projector, session)
     meta = projector.commits[commit_id] if commit_id else None
+    policy = policy_of(meta.rules_version if meta else "")
+    # The projector's warm context of this commit, if it holds one under the same
+    # policy, counts the same as one rebuilt from the items (and costs nothing).
+    warm = projector.contexts.get(commit_id) if commit_id else None
+    if warm is not None and warm.policy == policy:
+        split, used = measure_context(warm, session)
+        return split, used, meta
+    if warm is not None:  # the caller's items may be the warm context's own: copies
+        items = None
     if items is None:  # a caller that loaded the commit already passes its items
         items = projector.items_of(commit_id) if commit_id else []
-    split, used = measure(list(items), session, policy_of(meta.rules_version if meta else ""))
+    split, used = measure(list(items), session, policy)
     return split, used, meta
 
 

@@ -92,7 +92,8 @@ class Queries(RuntimeCore):
                 # A branch whose head is still its branch point renders the source's
                 # commit; an explicitly named commit must belong to this session.
                 owner = session.session_id if commit_id else ""
-                commit = q.load_commit(projector, self.store, owner, cid)
+                # Read only, under the session's lock: the warm items, not copies.
+                commit = q.load_commit(projector, self.store, owner, cid, copies=False)
                 policy = self.processor.policy_of(commit.rules_version)
                 fit, share = q.window_fit_share(projector, session, self.processor.policy_of,
                                                 cid, commit.items)  # fmt: skip

@@ -12,11 +12,18 @@ worth a cache miss; otherwise they age as soon as the boundary passes them.
 
 from __future__ import annotations
 
+import functools
+
 from domain.context import Item
 from domain.item_cost import tokens_of
 from domain.working_context import WorkingContext
 
 
+# Batching prices every still-full tool behind the boundary on each commit
+# (``aging_saves``), so without a memo each append re-split every result in
+# the history.  A result is immutable and ``str`` caches its hash, so a hit
+# costs no pass over the text; the bound is ``count_tokens``' kind.
+@functools.lru_cache(maxsize=8192)
 def stub(result: str, is_error: bool) -> str:
     text = result.strip()
     if not text:

@@ -1,0 +1,457 @@
+"""ctxstore beside the OpenAI Agents SDK's sessions, on one coding-agent workload.
+
+A user choosing where to keep an agent's history compares ctxstore with what
+they already have (issue 29).  This drives, turn by turn and interleaved in
+one run, the same deterministic workload through
+
+* ctxstore over HTTP (a real ``uvicorn`` server on SQLite, or PostgreSQL with
+  ``--store pg``): a turn is one ``POST /nodes/batch``, the feed one
+  ``GET /render``;
+* the SDK's ``SQLiteSession`` (``SQLAlchemySession`` on the same PostgreSQL
+  server with ``--store pg``): a turn is one ``add_items``, the feed one
+  ``get_items()``;
+
+and prints side by side: append p50, feed p50 and p99 at the last tenth of the
+turns, throughput with 8 clients on distinct sessions, storage per 1,000 turns
+and the cold first read after start, with the ratio ctxstore / SDK.
+
+The workload (``workload``): 300 turns a session; a user message every 10th
+turn; each turn an assistant text and 1-3 tool calls whose results are
+0.2-20 kB (log-uniform), a third of them re-reads of a file read before.
+
+    python -m scripts.bench_peers [--store sqlite|pg] [--quick] [--turns 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from scripts.bench_api import free_port, stop_server, wait_healthy
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_ADMIN = os.environ.get("CTXSTORE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+_shared_tiktoken = ROOT.parent / "shared" / "tiktoken"
+if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared_tiktoken.is_dir():
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(_shared_tiktoken)
+
+
+# -- the workload ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tool:
+    call_id: str
+    name: str
+    args: dict[str, Any]
+    result: str
+
+
+@dataclass(frozen=True)
+class Turn:
+    user: str | None
+    assistant: str
+    tools: tuple[Tool, ...]
+
+
+_WORDS = ("def", "return", "self", "value", "import", "class", "for", "in", "if", "else", "None",
+          "print", "list", "dict", "items", "key", "async", "await", "with", "open")  # fmt: skip
+
+
+def _text(rng: random.Random, size: int) -> str:
+    lines, total = [], 0
+    while total < size:
+        line = "    " * rng.randrange(3) + " ".join(rng.choices(_WORDS, k=rng.randrange(3, 12)))
+        lines.append(line)
+        total += len(line) + 1
+    return "\n".join(lines)[:size]
+
+
+def workload(session: int, turns: int) -> Iterator[Turn]:
+    """The same turns for every system: seeded by the session's index only."""
+    rng = random.Random(1000 + session)
+    files: dict[str, str] = {}
+    for t in range(turns):
+        user = f"Task {t // 10}: {_text(rng, rng.randrange(80, 600))}" if t % 10 == 0 else None
+        tools = []
+        for k in range(rng.randrange(1, 4)):
+            call_id = f"call_{session}_{t}_{k}"
+            if files and rng.random() < 1 / 3:  # a repeated file read
+                path = rng.choice(sorted(files))
+                tools.append(Tool(call_id, "read_file", {"path": path}, files[path]))
+                continue
+            size = int(math.exp(rng.uniform(math.log(200), math.log(20_000))))
+            if rng.random() < 0.5:
+                path = f"src/mod_{t}_{k}.py"
+                files[path] = _text(rng, size)
+                tools.append(Tool(call_id, "read_file", {"path": path}, files[path]))
+            else:
+                cmd = f"pytest -q tests/test_{t}.py"
+                tools.append(Tool(call_id, "run_shell", {"cmd": cmd}, _text(rng, size)))
+        yield Turn(user, _text(rng, rng.randrange(40, 400)), tuple(tools))
+
+
+def ctx_nodes(turn: Turn) -> list[dict[str, Any]]:
+    nodes: list[dict[str, Any]] = []
+    if turn.user is not None:
+        nodes.append({"role": "user", "input": turn.user})
+    nodes.append({"role": "assistant", "output": turn.assistant})
+    for tool in turn.tools:
+        nodes.append({"role": "tool", "name": tool.name, "input": tool.args,
+                      "output": tool.result, "call_id": tool.call_id})  # fmt: skip
+    return nodes
+
+
+def sdk_items(turn: Turn) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    if turn.user is not None:
+        items.append({"role": "user", "content": turn.user})
+    items.append({"role": "assistant", "content": turn.assistant})
+    for tool in turn.tools:
+        items.append({"type": "function_call", "call_id": tool.call_id, "name": tool.name,
+                      "arguments": json.dumps(tool.args)})  # fmt: skip
+        items.append({"type": "function_call_output", "call_id": tool.call_id,
+                      "output": tool.result})  # fmt: skip
+    return items
+
+
+# -- the systems ----------------------------------------------------------------------------
+
+
+class Ctx:
+    """ctxstore over HTTP: one uvicorn process (one worker) serving the store."""
+
+    def __init__(self, url: str, workers: int, root: Path = ROOT) -> None:
+        self.url, self.workers, self.root = url, workers, root
+        self.env = dict(os.environ, CTXSTORE_DATABASE_URL=url, PYTHONPATH=str(root))
+        # The schema, by the tree that serves it, before its server opens the store.
+        schema = "import os, service.runtime as r; r.Runtime(os.environ['U']).close()"
+        subprocess.run([sys.executable, "-c", schema], check=True, cwd=root,
+                       env=dict(self.env, U=url))  # fmt: skip
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        cmd = [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory",
+               "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers),
+               "--log-level", "warning", "--no-access-log"]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, cwd=self.root, env=self.env, start_new_session=True)
+        wait_healthy(self.base, self.proc)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_server(self.proc)
+            self.proc = None
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.base, timeout=120)
+
+    async def open(self, client: httpx.AsyncClient, name: str) -> str:
+        reply = await client.post("/sessions", json={"title": name})
+        reply.raise_for_status()
+        return str(reply.json()["session_id"])
+
+    async def append(self, client: httpx.AsyncClient, sid: str, turn: Turn) -> None:
+        reply = await client.post(f"/sessions/{sid}/nodes/batch", json={"nodes": ctx_nodes(turn)})
+        reply.raise_for_status()
+
+    async def feed(self, client: httpx.AsyncClient, sid: str) -> int:
+        reply = await client.get(f"/sessions/{sid}/render")
+        reply.raise_for_status()
+        return len(reply.content)
+
+
+class Sdk:
+    """The Agents SDK's own session, in this process: SQLite file, or SQLAlchemy on PG."""
+
+    def __init__(self, path: Path | None, pg_url: str | None) -> None:
+        self.path, self.pg_url = path, pg_url
+        self.engine: Any = None
+
+    def session(self, name: str) -> Any:
+        if self.pg_url is None:
+            from agents import SQLiteSession
+
+            return SQLiteSession(name, str(self.path))
+        from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        if self.engine is None:
+            self.engine = create_async_engine(self.pg_url, pool_size=10)
+        return SQLAlchemySession(name, engine=self.engine, create_tables=True)
+
+    async def close(self) -> None:
+        if self.engine is not None:
+            await self.engine.dispose()
+            self.engine = None
+
+
+# -- measuring ------------------------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    append: list[float] = field(default_factory=list)
+    feed_late: list[float] = field(default_factory=list)
+    turns: int = 0
+    throughput: float = 0.0
+    storage: float = 0.0
+    cold: float = 0.0
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+async def latency(ctxs: dict[str, Ctx], sdk: Sdk, sessions: int, turns: int,
+                  figs: dict[str, Figures]) -> dict[str, list[str]]:  # fmt: skip
+    """Each session's turns, the systems interleaved turn by turn (the first one rotating)."""
+    late = turns - max(1, turns // 10)
+    systems = [*ctxs, "sdk"]
+    clients = {name: ctx.client() for name, ctx in ctxs.items()}
+    sids: dict[str, list[str]] = {name: [] for name in systems}
+    try:
+        for s in range(sessions):
+            name = f"bench-{s}"
+            for system, ctx in ctxs.items():
+                sids[system].append(await ctx.open(clients[system], name))
+            sids["sdk"].append(name)
+            sdk_session = sdk.session(name)
+            for t, turn in enumerate(workload(s, turns)):
+                order = systems[t % len(systems) :] + systems[: t % len(systems)]
+                for system in order:
+                    t0 = time.perf_counter()
+                    if system == "sdk":
+                        await sdk_session.add_items(sdk_items(turn))
+                        t1 = time.perf_counter()
+                        await sdk_session.get_items()
+                    else:
+                        sid, client = sids[system][-1], clients[system]
+                        await ctxs[system].append(client, sid, turn)
+                        t1 = time.perf_counter()
+                        await ctxs[system].feed(client, sid)
+                    t2 = time.perf_counter()
+                    figs[system].append.append(t1 - t0)
+                    if t >= late:
+                        figs[system].feed_late.append(t2 - t1)
+                    figs[system].turns += 1
+            if sdk.pg_url is None:
+                sdk_session.close()
+    finally:
+        for client in clients.values():
+            await client.aclose()
+    return sids
+
+
+async def throughput(ctxs: dict[str, Ctx], sdk: Sdk, clients: int, turns: int,
+                     figs: dict[str, Figures]) -> None:  # fmt: skip
+    """``clients`` agents at once, each on its own session, each turn an append then a feed;
+    one system at a time."""
+
+    async def ctx_agent(ctx: Ctx, i: int) -> None:
+        async with ctx.client() as client:
+            sid = await ctx.open(client, f"tp-{i}")
+            for turn in workload(100 + i, turns):
+                await ctx.append(client, sid, turn)
+                await ctx.feed(client, sid)
+
+    async def sdk_agent(i: int) -> None:
+        session = sdk.session(f"tp-{i}")
+        for turn in workload(100 + i, turns):
+            await session.add_items(sdk_items(turn))
+            await session.get_items()
+        if sdk.pg_url is None:
+            session.close()
+
+    for system in [*ctxs, "sdk"]:
+        t0 = time.perf_counter()
+        if system == "sdk":
+            await asyncio.gather(*(sdk_agent(i) for i in range(clients)))
+        else:
+            await asyncio.gather(*(ctx_agent(ctxs[system], i) for i in range(clients)))
+        figs[system].throughput = clients * turns / (time.perf_counter() - t0)
+
+
+_SDK_COLD = """
+import asyncio, sys, time
+t0 = time.perf_counter()
+async def main():
+    if sys.argv[1] == "sqlite":
+        from agents import SQLiteSession
+        session = SQLiteSession(sys.argv[3], sys.argv[2])
+    else:
+        from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+        session = SQLAlchemySession.from_url(sys.argv[3], url=sys.argv[2])
+    t0 = time.perf_counter()
+    await session.get_items()
+    print(time.perf_counter() - t0)
+asyncio.run(main())
+"""
+
+
+def sdk_cold(sdk: Sdk, name: str) -> float:
+    """A fresh process (the SDK imported): opening the session and its first read."""
+    args = ["sqlite", str(sdk.path)] if sdk.pg_url is None else ["pg", sdk.pg_url]
+    out = subprocess.run([sys.executable, "-c", _SDK_COLD, *args, name], check=True,
+                         capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+async def ctx_cold(ctx: Ctx, sid: str) -> float:
+    """A fresh server (healthy, nothing read yet): its first render of a full session."""
+    ctx.start()
+    async with ctx.client() as client:
+        t0 = time.perf_counter()
+        await ctx.feed(client, sid)
+        return time.perf_counter() - t0
+
+
+def sqlite_bytes(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+# -- PostgreSQL databases of the run --------------------------------------------------------
+
+
+def pg_create(name: str) -> tuple[str, int]:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return PG_ADMIN.rsplit("/", 1)[0] + f"/{name}", pg_bytes(name)
+
+
+def pg_bytes(name: str) -> int:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_database_size(%s)", (name,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def pg_drop(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# -- the run --------------------------------------------------------------------------------
+
+
+def table(figs: dict[str, Figures], store: str) -> str:
+    peer = "SDK SQLiteSession" if store == "sqlite" else "SDK SQLAlchemySession"
+    names = {"ctx": "ctxstore (HTTP)", "base": "ctxstore base (HTTP)", "sdk": peer}
+    ctxs = [name for name in figs if name != "sdk"]
+    ms = 1000.0
+
+    def row(label: str, get: Any) -> str:
+        values = {name: get(f) for name, f in figs.items()}
+        ratios = [f"{values[name] / values['sdk']:.2f}x" for name in ctxs]
+        return "| " + " | ".join([label, *(f"{v:.2f}" for v in values.values()), *ratios]) + " |"
+
+    head = [f"figure ({store})", *(names[name] for name in figs),
+            *(f"{names[name].split(' (')[0]} / SDK" for name in ctxs)]  # fmt: skip
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out.append(row("append p50 (ms)", lambda f: pct(f.append, 0.5) * ms))
+    out.append(row("feed p50, last tenth of turns (ms)", lambda f: pct(f.feed_late, 0.5) * ms))
+    out.append(row("feed p99, last tenth of turns (ms)", lambda f: pct(f.feed_late, 0.99) * ms))
+    out.append(row("throughput, 8 clients (turns/s)", lambda f: f.throughput))
+    out.append(row("storage per 1,000 turns (MB)", lambda f: f.storage))
+    out.append(row("cold first read after start (ms)", lambda f: f.cold * ms))
+    return "\n".join(out)
+
+
+async def run(args: argparse.Namespace) -> str:
+    folder = Path(tempfile.mkdtemp(prefix="bench_peers_"))
+    roots = {"ctx": ROOT, **({"base": Path(args.base_tree)} if args.base_tree else {})}
+    figs = {name: Figures() for name in [*roots, "sdk"]}
+    dbs: dict[str, str] = {}
+    base: dict[str, int] = {}
+    ctxs: dict[str, Ctx] = {}
+    try:
+        if args.store == "sqlite":
+            urls = {name: f"sqlite:///{folder / name}.db" for name in roots}
+            sdk = Sdk(folder / "sdk.db", None)
+        else:
+            tag = f"bench_peers_{os.getpid()}"
+            urls = {}
+            for name in figs:
+                dbs[name] = f"{tag}_{name}"
+                urls[name], base[name] = pg_create(dbs[name])
+            sdk = Sdk(None, urls.pop("sdk").replace("postgresql://", "postgresql+psycopg://"))
+        for name, root in roots.items():
+            ctxs[name] = Ctx(urls[name], args.workers, root)
+            ctxs[name].start()
+        sids = await latency(ctxs, sdk, args.sessions, args.turns, figs)
+        turns = args.sessions * args.turns
+        await sdk.close()
+        for ctx in ctxs.values():
+            ctx.stop()
+        for name, f in figs.items():
+            if args.store == "sqlite":
+                size = sqlite_bytes(folder / f"{name}.db")
+            else:
+                size = pg_bytes(dbs[name]) - base[name]
+            f.storage = size / turns * 1000 / 1e6
+        figs["sdk"].cold = sdk_cold(sdk, sids["sdk"][0])
+        for name, ctx in ctxs.items():
+            figs[name].cold = await ctx_cold(ctx, sids[name][0])
+        await throughput(ctxs, sdk, args.clients, args.tp_turns, figs)
+        await sdk.close()
+    finally:
+        for ctx in ctxs.values():
+            ctx.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+        for name in dbs.values():
+            pg_drop(name)
+    return table(figs, args.store)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--store", choices=["sqlite", "pg"], default="sqlite")
+    parser.add_argument("--sessions", type=int, default=3, help="sessions timed turn by turn")
+    parser.add_argument("--turns", type=int, default=300, help="turns a session")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--tp-turns", type=int, default=40, help="turns each throughput client")
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn workers")
+    parser.add_argument(
+        "--base-tree",
+        help="also serve ctxstore from this source tree (a "
+        "baseline, e.g. `git archive <commit> | tar -x -C DIR`)",
+    )
+    parser.add_argument("--quick", action="store_true", help="1 session of 60 turns")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sessions, args.turns, args.tp_turns = 1, 60, 10
+    print(f"# bench_peers: {args.sessions} x {args.turns} turns, {args.clients} clients x "
+          f"{args.tp_turns} turns, store {args.store}")  # fmt: skip
+    print(asyncio.run(run(args)))
+
+
+if __name__ == "__main__":
+    main()
