@@ -127,9 +127,8 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the quick tier before ``-m`` selects from it."""
-    for item in items:
-        if tiers.is_quick(item):
-            item.add_marker(pytest.mark.quick)
+    for item in tiers.quick_items(items):
+        item.add_marker(pytest.mark.quick)
 
 
 class _PostgresForTheRun:
