@@ -127,9 +127,8 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the quick tier before ``-m`` selects from it."""
-    for item in items:
-        if tiers.is_quick(item):
-            item.add_marker(pytest.mark.quick)
+    for item in tiers.quick_items(items):
+        item.add_marker(pytest.mark.quick)
 
 
 class _PostgresForTheRun:
@@ -141,6 +140,8 @@ class _PostgresForTheRun:
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
+        if "postgres" not in STORES:  # CTXSTORE_TEST_STORES=sqlite: those tests skip themselves
+            return
         needing = [item for item in items if tiers.uses_postgres(item)]
         if not needing or pg_provider.answers(pg_admin_url()):
             return
