@@ -183,10 +183,10 @@ def replay(name: str, conv: dict[str, Any], window: int, policy: Any) -> Tally:
 def row(label: str, t: Tally) -> str:
     lost_t, lost_c = t.checks - t.truncation, t.checks - t.ctxstore
     ratio = f"{lost_c / lost_t:.2f}" if lost_t else ("-" if not lost_c else "inf")
-    used = sum(t.used) / len(t.used) if t.used else 0.0
+    used = f"{sum(t.used) / len(t.used):.1%}" if t.used else "-"  # it all fit
     share = lambda k: f"{k / t.checks:.1%}" if t.checks else "-"  # noqa: E731
     return (f"{label:<14} {t.checks:>6} {share(t.truncation):>11} {share(t.ctxstore):>9} "
-            f"{ratio:>10} {used:>12.1%}")  # fmt: skip
+            f"{ratio:>10} {used:>12}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -146,9 +146,9 @@ def test_redaction_off_changes_nothing(runtime: Any, client: TestClient, store_u
     # the default policy's rules_version: redaction off adds no new rules history
     # (issue 27 changed the defaults: r1-2ab1bcf578 and r1-cf0aaf9fec before; issue 30's
     # ``keep_thinking_turns``: a policy with it null digests as issue 27's defaults did)
-    assert Policy().rules_version == "r1-79bfcd6e50"
-    assert Policy.from_json(IMMEDIATE_POLICY_JSON).rules_version == "r1-14ad6f0f40"
-    assert Policy(keep_thinking_turns=None).rules_version == "r1-de3f40a1a1"
+    assert Policy().rules_version == "r1-b4fd45b08b"
+    assert Policy.from_json(IMMEDIATE_POLICY_JSON).rules_version == "r1-59c5d18ecd"
+    assert Policy(keep_thinking_turns=None).rules_version == "r1-48fadae997"
     sid, secret, _ = _session(client)
     rendered = json.dumps(ok(client.get(f"/sessions/{sid}/render")))
     assert json.dumps(PASTED)[1:-1] in rendered
