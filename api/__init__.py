@@ -1,7 +1,8 @@
 """HTTP API of ctxstore: thin Starlette handlers over ``service.runtime.Runtime``.
 
 ``create_app`` is imported on first use, so ``api.client`` (the Python
-client) and ``api.responses`` load none of the server.
+client, ``ctxstore_client``, re-exported) and ``api.responses`` load none of
+the HTTP server.
 """
 
 from __future__ import annotations

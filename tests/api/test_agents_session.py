@@ -221,3 +221,29 @@ def test_items_without_a_role_in_ctxstore_still_round_trip(live_server: str,
             assert await session.get_all_items() == [{"role": "user", "content": "hi"}, *items]
 
     asyncio.run(run())
+
+
+def test_two_adapters_on_one_session_interleave_whole_batches(live_server: str) -> None:
+    """Each adapter reuses what it planned last; the other's write makes it re-read."""
+
+    async def run() -> None:
+        async with AsyncClient(live_server) as ctx:
+            first = await CtxStoreSession.create(ctx)
+            second = CtxStoreSession(first.session_id, ctx)
+            expected: list[dict[str, Any]] = []
+            for n in range(4):
+                for session, who in ((first, "a"), (second, "b")):
+                    batch = [{"role": "user", "content": f"{who}{n}"},
+                             {"type": "function_call", "call_id": f"{who}c{n}", "name": "f",
+                              "arguments": "{}"},
+                             {"type": "function_call_output", "call_id": f"{who}c{n}",
+                              "output": "ok"}]  # fmt: skip
+                    await session.add_items(batch)
+                    expected += batch
+            assert await first.get_all_items() == expected == await second.get_all_items()
+            fed = await first.get_items()
+            outputs = [i["call_id"] for i in fed if i["type"] == "function_call_output"]
+            calls = [i["call_id"] for i in fed if i["type"] == "function_call"]
+            assert outputs == calls == [f"{w}c{n}" for n in range(4) for w in "ab"]
+
+    asyncio.run(run())

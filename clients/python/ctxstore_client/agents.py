@@ -45,6 +45,7 @@ interleave.  ctxstore is append-only, so removing is moving the head:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,6 +66,9 @@ class CtxStoreSession:
     def __init__(self, session_id: str, client: AsyncClient) -> None:
         self.session_id = session_id
         self.client = client
+        # the planner as the branch stood after this adapter's last write, and the
+        # session's version then: the next write needs no read while nobody else wrote
+        self._planned: tuple[int, Planner] | None = None
 
     @classmethod
     async def create(cls, client: AsyncClient, title: str = "", model: str = "openai:gpt-4o",
@@ -114,17 +118,26 @@ class CtxStoreSession:
         if not new:
             return
         for attempt in range(ATTEMPTS):
-            branch = await self.client.nodes(self.session_id)
-            entries = Planner(branch.nodes).plan(new)
+            if self._planned is not None:  # guarded by the version: a stale one is refused
+                version, planner = self._planned[0], copy.deepcopy(self._planned[1])
+            else:
+                branch = await self.client.nodes(self.session_id)
+                version, planner = branch.version, Planner(branch.nodes)
+            self._planned = None
+            entries = planner.plan(new)
             try:
-                await self.client.append_nodes(self.session_id, entries,
-                                               expected_version=branch.version)  # fmt: skip
-                return
+                done = await self.client.append_nodes(self.session_id, entries,
+                                                      expected_version=version)  # fmt: skip
             except Conflict as exc:
                 if exc.code != "stale_version" or attempt + 1 == ATTEMPTS:
                     raise
+                continue
+            planner.entries = []
+            self._planned = (done.version, planner)
+            return
 
     async def pop_item(self) -> Item | None:
+        self._planned = None
         for attempt in range(ATTEMPTS):
             branch = await self.client.nodes(self.session_id)
             carriers = [n for n in branch.nodes if n.metadata.get(KEY)]
@@ -148,6 +161,7 @@ class CtxStoreSession:
         return None  # pragma: no cover (the loop returns or raises)
 
     async def clear_session(self) -> None:
+        self._planned = None
         branch = await self.client.nodes(self.session_id)
         if not _items(branch.nodes):
             return
