@@ -41,7 +41,7 @@ from api.routes_ops import Operations
 from api.stream_watcher import StreamWatcher
 from service.api_keys import KeyStore
 from service.runtime import Runtime
-from telemetry import exposition, logs
+from telemetry import exposition, logs, tracing
 
 
 async def openapi_json(request: Request) -> Response:
@@ -81,6 +81,7 @@ def create_app(
     ops = ops or Operations.from_env(os.environ)
     if ops.json_logs:
         logs.configure_json()
+    tracing.configure()  # only if OTEL_* asks for traces
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

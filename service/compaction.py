@@ -21,6 +21,7 @@ from domain.policy import Policy
 from domain.rules.redact import mask
 from domain.rules.summarize import with_item_ids
 from domain.summarizer import Summarizer
+from domain.tokens import count_tokens
 from telemetry import probes
 
 # The policy: after a command that recorded an event of one of these types (the
@@ -73,7 +74,8 @@ def summarize(summarizer: Summarizer, covered: list[Item], items: Sequence[Item]
     ]  # fmt: skip
     with probes.summarizer_call(summarizer.name, sum(i.tokens for i in covered)) as call:
         text = summarizer.summarize(read)
-        call.output = text
+        if call.traced:
+            call.output_tokens = count_tokens(text)
     return text
 
 

@@ -13,6 +13,11 @@ from api import context_responses as cr
 from api.client.errors import error_for
 from api.client.request import Request
 
+try:  # OpenTelemetry, when the caller has it: its current trace is sent as ``traceparent``
+    from opentelemetry import propagate as _propagate
+except ImportError:  # pragma: no cover - the client works without it
+    _propagate = None  # type: ignore[assignment]
+
 T = TypeVar("T", bound=BaseModel)
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -25,7 +30,10 @@ def base_headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[s
 
 
 def call_headers(request: Request[Any]) -> dict[str, str]:
-    return {"Idempotency-Key": request.idempotency_key} if request.idempotency_key else {}
+    headers = {"Idempotency-Key": request.idempotency_key} if request.idempotency_key else {}
+    if _propagate is not None:  # the caller's trace goes on into the server's spans
+        _propagate.inject(headers)
+    return headers
 
 
 def parse(request: Request[T], response: httpx.Response) -> T:
