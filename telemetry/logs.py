@@ -39,7 +39,7 @@ class JsonLines(logging.Formatter):
             line["message"] = record.getMessage()
             if record.exc_info and record.exc_info[0] is not None:
                 line["error"] = record.exc_info[0].__name__  # no traceback: it may quote data
-        return json.dumps(line, ensure_ascii=False, default=str)
+        return json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def configure_json() -> None:
