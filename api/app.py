@@ -95,6 +95,7 @@ def create_app(
             if owned:
                 runtime.close()
             exposition.process_exited(os.getpid())
+            tracing.shutdown()
 
     routes = [Route(ep.route, ep.handler, methods=[ep.method]) for ep in ENDPOINTS]
     routes += [*routes_ui.ROUTES, Route("/metrics", routes_ops.metrics, methods=["GET"])]

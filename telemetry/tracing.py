@@ -23,6 +23,7 @@ from typing import Any
 
 log = logging.getLogger("ctxstore.telemetry")
 _tracer: Any = None  # an opentelemetry Tracer once tracing is on
+_owned: list[Any] = []  # the provider ``configure`` made, shut down with the app
 
 
 def enabled() -> bool:
@@ -63,10 +64,22 @@ def configure(env: Mapping[str, str] | None = None) -> bool:
         log.warning("OTEL_* asks for traces but %s is not installed: pip install "
                     "'ctxstore[otel]'", exc.name)  # fmt: skip
         return False
-    provider = TracerProvider(resource=Resource.create({"service.name": "ctxstore"}))
+    resource = Resource.create()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": "ctxstore"}))
+    provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(chosen))
     use(provider)
+    _owned.append(provider)
     return True
+
+
+def shutdown() -> None:
+    """At the app's end: send the spans still batched (a provider ``configure`` made)."""
+    global _tracer
+    while _owned:
+        _owned.pop().shutdown()
+        _tracer = None
 
 
 def span(name: str, **attributes: Any) -> AbstractContextManager[Any]:
