@@ -42,7 +42,7 @@ from api.routes_ops import Operations
 from api.stream_watcher import StreamWatcher
 from service.api_keys import KeyStore
 from service.runtime import Runtime
-from telemetry import exposition, logs
+from telemetry import exposition, logs, tracing
 
 
 async def openapi_json(request: Request) -> Response:
@@ -82,6 +82,7 @@ def create_app(
     ops = ops or Operations.from_env(os.environ)
     if ops.json_logs:
         logs.configure_json()
+    tracing.configure()  # only if OTEL_* asks for traces
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -95,6 +96,7 @@ def create_app(
             if owned:
                 runtime.close()
             exposition.process_exited(os.getpid())
+            tracing.shutdown()
 
     routes = [Route(ep.route, ep.handler, methods=[ep.method]) for ep in ENDPOINTS]
     routes += [*routes_ui.ROUTES, Route("/metrics", routes_ops.metrics, methods=["GET"])]

@@ -24,7 +24,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from telemetry import logs, probes
+from telemetry import logs, probes, tracing
 
 INFO = "ctxstore_observed"  # the scope's key for this request's ``Observed``
 HEADER = b"x-request-id"
@@ -41,6 +41,7 @@ class Observed:
 
     request_id: str
     replayed: bool = False
+    trace_id: str | None = None
 
 
 def mark_replayed(scope: Scope) -> None:
@@ -82,7 +83,8 @@ class Observe:
         self.app, self.helper, self.json_logs = app, helper, json_logs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not (probes.enabled() or self.json_logs):
+        traced = tracing.enabled() and not self.helper  # the helper's work: the parent's span
+        if scope["type"] != "http" or not (probes.enabled() or self.json_logs or traced):
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
@@ -103,10 +105,23 @@ class Observe:
                     body.extend(message.get("body", b"")[: CODE_BYTES - len(body)])
             await send(message)
 
-        try:
-            await self.app(scope, receive, observed_send)
-        finally:
-            self._record(scope, info, status, lane, bytes(body), time.perf_counter() - started)
+        if not traced:
+            try:
+                await self.app(scope, receive, observed_send)
+            finally:
+                self._record(scope, info, status, lane, bytes(body), time.perf_counter() - started)
+            return
+        with tracing.server_span(scope.get("headers", []), scope["method"]) as span:
+            info.trace_id = tracing.trace_id(span)
+            try:
+                await self.app(scope, receive, observed_send)
+            finally:
+                route = route_of(scope)
+                span.update_name(f"{scope['method']} {route}")
+                tracing.set_attributes(span, http__request__method=scope["method"],
+                                       http__route=route, http__response__status_code=status,
+                                       ctxstore__request_id=info.request_id)  # fmt: skip
+                self._record(scope, info, status, lane, bytes(body), time.perf_counter() - started)
 
     def _record(self, scope: Scope, info: Observed, status: int, lane: bool, body: bytes,
                 seconds: float) -> None:  # fmt: skip
@@ -131,6 +146,7 @@ class Observe:
                     "status": status, "latency_ms": round(seconds * 1000, 3),
                     "tenant": scope.get("ctxstore_tenant"), "session_id": params.get("sid"),
                     "command": command, "outcome": outcome, "code": code or None,
+                    "trace_id": info.trace_id,
                 })  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 from uuid import UUID
 
@@ -54,6 +55,10 @@ WHOLE_STORE = 1 << 62  # a working set budget that never evicts
 
 def _ignore(*_: Any) -> None:
     pass
+
+
+def _no_span(*_: Any, **__: Any) -> AbstractContextManager[Any]:
+    return nullcontext()
 
 
 def _every(_: Any) -> bool:
@@ -91,6 +96,7 @@ class Processor:
         # service's telemetry; projections themselves know nothing of it.
         self.on_stored: Callable[[list[Any], list[Any]], None] = _ignore
         self.on_caught_up: Callable[[int, int], None] = _ignore
+        self.trace: Callable[..., AbstractContextManager[Any]] = _no_span
 
     @property
     def projector(self) -> Projector | None:
@@ -252,7 +258,8 @@ class Processor:
                         return done, set()
                     projector.load_rows = lambda cp: self.store.commit_rows(cp, conn)
                     try:
-                        applied, blocked = self._apply(part, projector, notes)
+                        with self.trace("ctxstore.rule_pipeline", ctxstore__events=len(notes)):
+                            applied, blocked = self._apply(part, projector, notes)
                         self.store.write(conn, projector.outbox, projector.position, part.index)
                         stored = (projector.outbox.commits, projector.outbox.transitions)
                     finally:

@@ -204,12 +204,13 @@ def _parts(
 def window_fit_share(
     projector: Projector, session: SessionRow, policy_of: Callable[[str], Policy],
     commit_id: str | None = None, items: Sequence[Item] | None = None,
-) -> tuple[dict[str, Any], float]:  # fmt: skip
-    """``window_fit``, and the share of ``window - output_reserve`` the request uses."""
+) -> tuple[dict[str, Any], int, float]:  # fmt: skip
+    """``window_fit``, the request's tokens, and the share of ``window - output_reserve``
+    they use."""
     split, used, meta = _parts(projector, session, policy_of, commit_id, items)
     limit = split.window - split.output_reserve
     request = used["system"] + used["tools"] + used["history"]
-    return _fit(split, used, meta), request / limit if limit > 0 else 0.0
+    return _fit(split, used, meta), request, request / limit if limit > 0 else 0.0
 
 
 def window_fit(projector: Projector, session: SessionRow, policy_of: Callable[[str], Policy],

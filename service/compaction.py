@@ -21,6 +21,7 @@ from domain.policy import Policy
 from domain.rules.redact import mask
 from domain.rules.summarize import with_item_ids
 from domain.summarizer import BudgetedSummarizer, Summarizer
+from domain.tokens import count_tokens
 from telemetry import probes
 
 # The policy: after a command that recorded an event of one of these types (the
@@ -97,7 +98,8 @@ def summarize(summarizer: Summarizer, covered: list[Item], items: Sequence[Item]
             text = summarizer.summarize_within(dicts, max(MIN_SUMMARY_TOKENS, room))
         else:
             text = summarizer.summarize(dicts)
-        call.output = text
+        if call.traced:
+            call.output_tokens = count_tokens(text)
     return text
 
 

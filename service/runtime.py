@@ -27,7 +27,7 @@ from service.deployment_models import with_deployment_window
 from service.outcome import Executed
 from service.runtime_compaction import Compaction
 from service.runtime_queries import RENDER_CACHE, Queries
-from telemetry import probes
+from telemetry import probes, tracing
 
 __all__ = ["RENDER_CACHE", "Runtime"]
 
@@ -50,6 +50,10 @@ class Runtime(Compaction, Queries):
             command = commands.from_call(command, *args, **kwargs)
         elif args or kwargs:
             raise TypeError("a command object takes no further arguments")
+        with tracing.span("ctxstore.command", ctxstore__command=probes.command_name(command)):
+            return self._run(command, idempotency)
+
+    def _run(self, command: Command, idempotency: Pending | None) -> Executed:
         command = with_deployment_window(command, self.models)
         stored = self._claimed(idempotency)
         if stored is not None:
@@ -59,7 +63,8 @@ class Runtime(Compaction, Queries):
         name = probes.command_name(command)
         started = time.perf_counter()
         try:
-            result = commands.handle(self.app, command)
+            with tracing.span("ctxstore.event_write"):
+                result = commands.handle(self.app, command)
         except IdempotentReplay as won:  # a concurrent retry with this key stored it
             return self._replay(idempotency, won.stored)
         except errors.DomainError:
@@ -78,7 +83,8 @@ class Runtime(Compaction, Queries):
         written = time.perf_counter()
         probes.command_wait(name, "event_store", written - started)
         try:
-            self._follow(command, result)
+            with tracing.span("ctxstore.catch_up"):
+                self._follow(command, result)
         except Exception as exc:
             done.failed("catch_up", exc)
             return done

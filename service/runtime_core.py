@@ -42,7 +42,7 @@ from service.deployment_models import models_from_env
 from service.outcome import Executed
 from service.partition_locks import AllPartitions
 from service.partition_locks import is_id as _is_id
-from telemetry import probes
+from telemetry import probes, tracing
 
 SESSION_MAKERS = (commands.StartSession, commands.Branch)  # their result names a new session
 log = logging.getLogger("ctxstore.runtime")
@@ -96,9 +96,11 @@ class RuntimeCore:
         self.models = dict(models_from_env() if models is None else models)
         self._lock = AllPartitions(self.processor)  # erasure: nothing may interleave
         self._rendered: OrderedDict[RenderKey, dict[str, Any]] = OrderedDict()
-        self._shares: OrderedDict[RenderKey, float] = OrderedDict()  # of the window, at render
+        # of the window, and tokens, at render (telemetry)
+        self._shares: OrderedDict[RenderKey, tuple[float, int]] = OrderedDict()
         self.processor.on_stored = probes.projected  # what each batch stored: telemetry
         self.processor.on_caught_up = probes.worker_lag
+        self.processor.trace = tracing.span
         self.app.commit_resolver = self._latest_commit_of
 
     def close(self) -> None:

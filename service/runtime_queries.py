@@ -18,7 +18,7 @@ from projections import session_queries as sq
 from projections.explain import explain
 from projections.session_queries import SessionKey
 from service.runtime_core import RuntimeCore
-from telemetry import probes
+from telemetry import probes, tracing
 
 RENDER_CACHE = 256
 
@@ -76,6 +76,15 @@ class Queries(RuntimeCore):
     def rendered(self, session_id: str, shape: str = "neutral",
                  commit_id: str | None = None, cache: bool = False,
                  tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
+        with tracing.span("ctxstore.render", ctxstore__shape=shape) as current:
+            answer, share, tokens = self._rendered_at(session_id, shape, commit_id, cache, tenant)
+            probes.window_share(share)
+            tracing.set_attributes(current, ctxstore__render__tokens=tokens,
+                                   ctxstore__render__window_share=share)  # fmt: skip
+            return answer
+
+    def _rendered_at(self, session_id: str, shape: str, commit_id: str | None, cache: bool,
+                     tenant: str | None) -> tuple[dict[str, Any], float, int]:  # fmt: skip
         with self._locked(session_id):
             projector, session = self._owned(session_id, tenant)
             cid = commit_id or q.head_commit_id(projector, session)
@@ -95,9 +104,10 @@ class Queries(RuntimeCore):
                 # Read only, under the session's lock: the warm items, not copies.
                 commit = q.load_commit(projector, self.store, owner, cid, copies=False)
                 policy = self.processor.policy_of(commit.rules_version)
-                fit, share = q.window_fit_share(projector, session, self.processor.policy_of,
-                                                cid, commit.items)  # fmt: skip
-                self._shares[key] = share
+                fit, tokens, share = q.window_fit_share(
+                    projector, session, self.processor.policy_of, cid, commit.items
+                )
+                self._shares[key] = (share, tokens)
                 self._rendered[key] = {
                     "session_id": session.session_id, "commit_id": cid,
                     "head_node_id": commit.head_node_id, "version": session.version,
@@ -113,8 +123,8 @@ class Queries(RuntimeCore):
                     self._rendered.popitem(last=False)
                 while len(self._shares) > RENDER_CACHE:
                     self._shares.popitem(last=False)
-            probes.window_share(self._shares.get(key, 0.0))
-            return self._rendered[key]
+            share, tokens = self._shares.get(key, (0.0, 0))
+            return self._rendered[key], share, tokens
 
     def timeline(self, session_id: str, tenant: str | None = None) -> list[dict[str, Any]]:
         return self.timeline_after(session_id, 0, tenant)[0]

@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import time
-from typing import Any
+from typing import Any, TextIO
 
 ACCESS = logging.getLogger("ctxstore.access")
 ACCESS_FIELDS = ("request_id", "route", "method", "status", "latency_ms", "tenant",
                  "session_id", "command", "outcome", "code", "trace_id")  # fmt: skip
 UVICORN = ("uvicorn", "uvicorn.error", "uvicorn.access")
+_STREAM: list[TextIO | None] = [None]  # where access lines go once JSON logs are configured
+_LOCK = threading.Lock()
 
 
 class JsonLines(logging.Formatter):
@@ -36,7 +39,7 @@ class JsonLines(logging.Formatter):
             line["message"] = record.getMessage()
             if record.exc_info and record.exc_info[0] is not None:
                 line["error"] = record.exc_info[0].__name__  # no traceback: it may quote data
-        return json.dumps(line, ensure_ascii=False, default=str)
+        return json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def configure_json() -> None:
@@ -44,6 +47,7 @@ def configure_json() -> None:
     line (a raw path and query) is off, the middleware's replaces it."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLines())
+    _STREAM[0] = handler.stream
     for name in ("ctxstore", *UVICORN):
         logger = logging.getLogger(name)
         logger.handlers = [handler]
@@ -54,4 +58,22 @@ def configure_json() -> None:
 
 
 def access(fields: dict[str, Any]) -> None:
-    ACCESS.info("request", extra={"ctxstore": fields})
+    """One access line, written straight to the JSON handler's stream: a logging record
+    (caller lookup, formatting) cost more than the line itself."""
+    if not ACCESS.isEnabledFor(logging.INFO):
+        return
+    line = {"ts": _now(), "level": "info", "logger": ACCESS.name}
+    line.update((k, v) for k, v in fields.items() if v is not None)
+    text = json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+    stream = _STREAM[0]
+    if stream is None:
+        ACCESS.info("request", extra={"ctxstore": fields})
+        return
+    with _LOCK:
+        stream.write(text)
+        stream.flush()
+
+
+def _now() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"

@@ -12,6 +12,7 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
+from telemetry import tracing
 from telemetry.settings import metrics_on
 
 ON = metrics_on()
@@ -95,14 +96,32 @@ class SummarizerCall:
     def __init__(self, name: str, input_tokens: int) -> None:
         self.kind, _, self.model = name.partition(":")  # "openai:gpt-4o-mini", "extractive"
         self.input_tokens = input_tokens
-        self.output: str | None = None
+        self.output_tokens: int | None = None  # counted only when traced (``traced``)
         self.started = 0.0
+        self._span: Any = None
+        self.traced = tracing.enabled()
 
     def __enter__(self) -> SummarizerCall:
         self.started = time.perf_counter()
+        if self.traced:  # the GenAI semantic conventions' attributes
+            llm = self.kind != "extractive"
+            self._span = tracing.span(
+                f"chat {self.model}" if llm else "ctxstore.summarize",
+                gen_ai__operation__name="chat" if llm else None,
+                gen_ai__provider__name=self.kind if llm else None,
+                gen_ai__request__model=self.model or None,
+                gen_ai__usage__input_tokens=self.input_tokens,
+                ctxstore__summarizer=self.kind,
+            )  # fmt: skip
+            self._span.__enter__()
         return self
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        if self._span is not None:
+            tracing.set_attributes(tracing.current(),
+                                   gen_ai__usage__output_tokens=self.output_tokens,
+                                   error__type=type(exc).__name__ if exc else None)  # fmt: skip
+            self._span.__exit__(kind, exc, tb)
         if ON:
             m = _m()
             m.SUMMARIZER_CALLS.labels(self.kind, "ok" if exc is None else "failed").inc()
@@ -110,7 +129,7 @@ class SummarizerCall:
 
 
 def summarizer_call(name: str, input_tokens: int) -> SummarizerCall:
-    """``with summarizer_call(summarizer.name, tokens) as call: call.output = ...``"""
+    """``with summarizer_call(summarizer.name, tokens) as call: ...`` around the call."""
     return SummarizerCall(name, input_tokens)
 
 

@@ -142,3 +142,20 @@ def test_bad_settings_are_refused_by_name() -> None:
                 {"CTXSTORE_READY_MAX_LAG": "-1"}, {"CTXSTORE_LOG_FORMAT": "xml"}):  # fmt: skip
         with pytest.raises(ValueError, match=next(iter(env))):
             Operations.from_env(env)
+
+
+def test_the_dashboard_and_the_docs_name_only_metrics_that_exist(client: TestClient) -> None:
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    families = {f.name for f in text_string_to_metric_families(client.get("/metrics").text)}
+    for text in ((docs / "grafana" / "ctxstore.json").read_text(),
+                 (docs / "operations.md").read_text()):  # fmt: skip
+        named = set(re.findall(r"ctxstore_[a-z_]+", text))
+        bare = {re.sub(r"_(bucket|count|sum|total)$", "", n) for n in named}
+        assert bare and bare <= families, bare - families
+    listed = set(re.findall(r"^\| `(ctxstore_[a-z_]+)`", (docs / "operations.md").read_text(),
+                            re.M))  # fmt: skip
+    ours = {f for f in families if f.startswith("ctxstore_")}
+    assert {re.sub(r"_total$", "", n) for n in listed} == ours  # every metric documented

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.api.conftest import ROOT, _free_port
 from tests.api.test_metrics import parse, value
@@ -104,3 +105,26 @@ def test_json_logs_carry_ids_and_codes_never_content(store_url: str, tmp_path: P
     assert tool["status"] == 201 and tool["command"] == "append_node"
     assert tool["outcome"] == "stored" and tool["tenant"] and tool["latency_ms"] >= 0
     assert by_id[generated]["route"] == "/health"
+
+
+def test_a_body_the_helper_stored_is_counted_once(store_url: str, tmp_path: Path) -> None:
+    """The large-body helper is another process: its command shows in the API's scrape,
+    once (the helper counts it, the API process only the request)."""
+    if not store_url.startswith("postgresql"):
+        pytest.skip("the large-body lane needs PostgreSQL")
+    with served(store_url, tmp_path, CTXSTORE_LARGE_BODY_LANE="1024") as base:
+        deadline = time.monotonic() + 60
+        while httpx.get(f"{base}/health").json().get("large_body_lane") != "ready":
+            assert time.monotonic() < deadline, "the helper did not start"
+            time.sleep(0.2)
+        sid = httpx.post(f"{base}/sessions", json={"title": "big"}).json()["session_id"]
+        r = httpx.post(f"{base}/sessions/{sid}/nodes",
+                       json={"role": "user", "output": "x" * 8000})  # fmt: skip
+        assert r.status_code == 201 and r.headers["ctxstore-lane"] == "helper"
+        samples = parse(httpx.get(f"{base}/metrics").text)
+    assert value(samples, "ctxstore_commands_total", command="append_node") == 1
+    assert value(samples, "ctxstore_commands_total", command="append_node", outcome="stored") == 1
+    assert value(samples, "ctxstore_http_request_duration_seconds_count",
+                 route="/sessions/{sid}/nodes") == 1  # fmt: skip
+    assert value(samples, "ctxstore_command_wait_seconds_count", command="append_node",
+                 stage="event_store") == 1  # fmt: skip

@@ -13,6 +13,11 @@ from ctxstore_client import context_responses as cr
 from ctxstore_client.errors import error_for
 from ctxstore_client.request import Request
 
+try:  # OpenTelemetry, when the caller has it: its current trace is sent as ``traceparent``
+    from opentelemetry import propagate as _propagate
+except ImportError:  # pragma: no cover - the client works without it
+    _propagate = None  # type: ignore[assignment]
+
 T = TypeVar("T", bound=BaseModel)
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -25,7 +30,10 @@ def base_headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[s
 
 
 def call_headers(request: Request[Any]) -> dict[str, str]:
-    return {"Idempotency-Key": request.idempotency_key} if request.idempotency_key else {}
+    headers = {"Idempotency-Key": request.idempotency_key} if request.idempotency_key else {}
+    if _propagate is not None:  # the caller's trace goes on into the server's spans
+        _propagate.inject(headers)
+    return headers
 
 
 # What a connection the server closed meanwhile looks like: an idle keep-alive it
