@@ -4,28 +4,23 @@ Encoding a 600-message render with the standard library is a third of the
 render route (issue 29), and it runs on the event loop.  orjson writes the
 same bytes as ``json.dumps(ensure_ascii=False, allow_nan=False,
 separators=(",", ":"))`` for strings, ints, booleans, None, lists and
-string-keyed dicts; the two differ only where orjson refuses a value (a key
-that is not a string, an int past 64 bits, a lone surrogate: TypeError) and
-in how a float is written when Python writes it with an exponent (below
-1e-4 or from 1e16 on: orjson writes ``1e16`` or ``0.00001`` where Python
-writes ``1e+16`` or ``1e-05``).  Either case falls back to the standard
-library, so the bytes never change; the float guard also trips on text that
-merely looks like such a number, which only costs the fast path.  NaN and
-Infinity never get this far: the domain refuses them (``domain.limits``).
+string-keyed dicts; the two differ in how some floats are written (Python
+writes ``1e+16`` and ``1e-05`` where orjson writes ``1e16`` and ``0.00001``),
+and orjson refuses a key that is not a string, an int past 64 bits or a lone
+surrogate (TypeError).  So a body holding anything but those plain types (a
+float, a tuple, a subclass) goes to the standard library, as does one orjson
+refuses: the bytes never change.  Looking is one pass over the containers,
+a fraction of what the standard library's encoding costs.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
 
-# A number token (first, or after ``:``, ``,`` or ``[``) with an exponent, or below 1e-4
-# written out: wherever a float may be written differently, and rarely text
-# (an id like ``"3e4f..."`` starts after a quote, so it does not trip it).
-_MAYBE_FLOAT_DIFFERS = re.compile(rb"(?:^|[:,\[])-?(?:[0-9]+(?:\.[0-9]+)?[eE]|0\.0000)")
+_PLAIN = frozenset({str, int, bool, type(None)})
 
 
 def stdlib_bytes(content: Any) -> bytes:
@@ -34,12 +29,27 @@ def stdlib_bytes(content: Any) -> bytes:
                       separators=(",", ":")).encode("utf-8")  # fmt: skip
 
 
+def plain(content: Any) -> bool:
+    """Only dicts, lists, strings, ints, booleans and None, at any depth."""
+    stack = [content]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        value = pop()
+        kind = type(value)
+        if kind is dict:
+            extend(value.values())
+        elif kind is list:
+            extend(value)
+        elif kind not in _PLAIN:
+            return False
+    return True
+
+
 def json_bytes(content: Any) -> bytes:
-    """``stdlib_bytes(content)``, usually by orjson."""
+    """``stdlib_bytes(content)``, by orjson when the two are known to agree."""
+    if not plain(content):
+        return stdlib_bytes(content)
     try:
-        body = orjson.dumps(content)
+        return orjson.dumps(content)
     except TypeError:
         return stdlib_bytes(content)
-    if _MAYBE_FLOAT_DIFFERS.search(body) is not None:
-        return stdlib_bytes(content)
-    return body

@@ -138,11 +138,19 @@ class Policy:
 
     @property
     def rules_version(self) -> str:
-        """A digest of the rules; a field at its legacy value leaves it as it was."""
+        """A digest of the rules; a field at its legacy value leaves it as it was.
+
+        Kept on the (frozen) instance once made: every render and commit asks.
+        """
+        known: str | None = self.__dict__.get("_rules_version")
+        if known is not None:
+            return known
         values = {k: v for k, v in asdict(self).items()
                   if k not in ADDED_LATER or v != ADDED_LATER[k]}  # fmt: skip
         blob = json.dumps(values, sort_keys=True)
-        return "r1-" + hashlib.sha256(blob.encode()).hexdigest()[:10]
+        known = "r1-" + hashlib.sha256(blob.encode()).hexdigest()[:10]
+        self.__dict__["_rules_version"] = known  # not a field: eq, hash and asdict ignore it
+        return known
 
     @property
     def batching(self) -> bool:

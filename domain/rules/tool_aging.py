@@ -16,6 +16,7 @@ import functools
 
 from domain.context import Item
 from domain.item_cost import tokens_of
+from domain.tokens import encoding
 from domain.working_context import WorkingContext
 
 
@@ -43,10 +44,26 @@ def cut_args(call: str | None, cap: int) -> str | None:
     return call[:cap] + f"… [{len(call) - cap} chars cut]"
 
 
+# What an aged item would cost, by everything ``tokens_of`` reads of it and of
+# the policy, and the encoding it counts with: batching asks again for every
+# waiting tool on every commit.
+_AGED_TOKENS: dict[tuple[object, ...], int] = {}
+_AGED_TOKENS_MAX = 8192
+
+
 def aging_saves(ctx: WorkingContext, item: Item) -> int:
     """Tokens aging ``item`` would free."""
-    aged = tokens_of(item, ctx.policy, stub(item.rendered, item.is_error),
-                     cut_args(item.call, ctx.policy.args_cap), None)  # fmt: skip
+    policy = ctx.policy
+    key = (item.rendered, item.is_error, item.call, item.name, item.role, item.has_result,
+           item.call_id, item.item_id, policy.args_cap, policy.generation,
+           encoding())  # fmt: skip
+    aged = _AGED_TOKENS.get(key)
+    if aged is None:
+        aged = tokens_of(item, policy, stub(item.rendered, item.is_error),
+                         cut_args(item.call, policy.args_cap), None)  # fmt: skip
+        if len(_AGED_TOKENS) >= _AGED_TOKENS_MAX:
+            _AGED_TOKENS.clear()
+        _AGED_TOKENS[key] = aged
     return max(0, item.tokens - aged)
 
 
