@@ -12,9 +12,9 @@ def calls_of(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[tup
     calls: list[tuple[Any, ...]] = []
     real = getattr(owner, name)
 
-    def spy(*args: Any) -> Any:
+    def spy(*args: Any, **kwargs: Any) -> Any:
         calls.append(args)
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(owner, name, spy)
     return calls

@@ -29,7 +29,7 @@ SKIP = re.compile(r"<!--\s*docs-test:\s*skip\b")
 SHELLS, PYTHONS = {"sh", "bash", "shell"}, {"python", "py"}
 DOCUMENTED_PORT = "127.0.0.1:8000"
 SETTING = re.compile(r"CTXSTORE_[A-Z0-9_]*[A-Z0-9](?![A-Z0-9_*])")  # not a CTXSTORE_LANE_* prefix
-CODE_DIRS = ("domain", "projections", "service", "api", "scripts", "tests")
+CODE_DIRS = ("domain", "projections", "service", "api", "telemetry", "clients", "scripts", "tests")
 
 
 def examples(page: Path) -> list[tuple[str, str]]:

@@ -237,6 +237,7 @@ CLIENT_METHODS = {
     ("GET", "/sessions/{sid}/stream"): "stream",
     ("GET", "/models"): "models",
     ("GET", "/health"): "health",
+    ("GET", "/ready"): "ready",
     ("GET", "/openapi.json"): "openapi",
     ("DELETE", "/sessions/{sid}"): "erase_session",
     ("DELETE", "/tenant"): "erase_tenant",

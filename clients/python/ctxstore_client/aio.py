@@ -119,6 +119,7 @@ class AsyncClient:
     models = _method(q.models)
     erasures = _method(q.erasures)
     health = _method(q.health)
+    ready = _method(q.ready)
     openapi = _method(q.openapi)
 
     async def iter_sessions(self, *, page: int = 100) -> AsyncIterator[sr.SessionSummary]:

@@ -92,6 +92,12 @@ def health() -> Request[m.Health]:
     return _get("/health", m.Health)
 
 
+def ready() -> Request[m.Ready]:
+    """Readiness: a 503 (raised as an API error) until migrations ran and the
+    projection caught up within ``CTXSTORE_READY_MAX_LAG``."""
+    return _get("/ready", m.Ready)
+
+
 def openapi() -> Request[m.OpenAPIDocument]:
     return _get("/openapi.json", m.OpenAPIDocument)
 

@@ -121,6 +121,7 @@ class Client:
     models = _method(q.models)
     erasures = _method(q.erasures)
     health = _method(q.health)
+    ready = _method(q.ready)
     openapi = _method(q.openapi)
 
     def iter_sessions(self, *, page: int = 100) -> Iterator[sr.SessionSummary]:
