@@ -4,7 +4,7 @@
 once; a second run must serve the same session rather than pile up copies.
 
 The inspector should show the product on first open, at the default rules: the sample runs
-in a 9,000-token window, so its tool results age, idle ones are cleared and early turns are
+in a 9,200-token window, so its tool results age, idle ones are cleared and early turns are
 summarized; its first user turn is pinned; and a branch tries another approach, whose answer
 the session then attaches (``add_branch_and_attach``).
 """

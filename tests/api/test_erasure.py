@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,21 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from projections.rebuild import rebuild_and_compare
 from scripts import cli
+from service.runtime import Runtime
 from tests.api.test_commands import append, ok, start
+from tests.conftest import immediate_policy
+
+
+@pytest.fixture
+def runtime(store_url: str) -> Iterator[Any]:
+    """As tests/api/conftest.py's, at summary_target 0.25, the default these scenarios were
+    written under: after an erasure the recorded summary folds again over what is left,
+    and at a larger target these small sessions would have nothing left to fold."""
+    rt = Runtime(store_url, policy=immediate_policy(summary_target=0.25))
+    try:
+        yield rt
+    finally:
+        rt.close()
 
 
 def _store_text(url: str) -> bytes:
