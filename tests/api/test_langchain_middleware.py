@@ -13,7 +13,10 @@ the whole history.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,6 +43,7 @@ class Scripted(BaseChatModel):
     """A call to ``read_log`` on every third call, else (and after a result) an answer."""
 
     inputs: list[list[BaseMessage]] = []
+    parallel: int = 1  # tool calls per calling turn
 
     @property
     def _llm_type(self) -> str:
@@ -53,9 +57,9 @@ class Scripted(BaseChatModel):
         self.inputs.append(list(messages))
         n = len(self.inputs)
         if not isinstance(messages[-1], ToolMessage) and n % 3 == 0:
-            call = {"name": "read_log", "args": {"part": n}, "id": f"call_{n}",
-                    "type": "tool_call"}  # fmt: skip
-            answer = AIMessage(content="", tool_calls=[call])
+            calls = [{"name": "read_log", "args": {"part": n + i}, "id": f"call_{n}_{i}",
+                      "type": "tool_call"} for i in range(self.parallel)]  # fmt: skip
+            answer = AIMessage(content="", tool_calls=calls)
         else:
             answer = AIMessage(content=prose(n, 90))
         return ChatResult(generations=[ChatGeneration(message=answer)])
@@ -77,14 +81,18 @@ def tokens_of(message: BaseMessage) -> int:
 
 
 def pairs_intact(messages: list[BaseMessage]) -> bool:
-    """Every ToolMessage answers a tool call made earlier in the same input."""
+    """Every ToolMessage answers a tool call made earlier in the same input, and every
+    tool call is answered (what providers require)."""
     called: set[str] = set()
+    answered: set[str] = set()
     for message in messages:
         if isinstance(message, AIMessage):
             called |= {str(c["id"]) for c in message.tool_calls}
-        elif isinstance(message, ToolMessage) and message.tool_call_id not in called:
-            return False
-    return True
+        elif isinstance(message, ToolMessage):
+            if message.tool_call_id not in called:
+                return False
+            answered.add(message.tool_call_id)
+    return called == answered
 
 
 def test_100_turns_at_16k_every_model_input_fits(live_server: str) -> None:
@@ -119,3 +127,42 @@ def test_100_turns_at_16k_every_model_input_fits(live_server: str) -> None:
     assert len(tool_results) == sum(isinstance(m, ToolMessage) for m in state) > 30
     assert len(model.inputs[-1]) < len(state) / 3  # the model got the managed part of it
     assert not budget["over_window"]
+
+
+def test_ainvoke_with_parallel_calls_keeps_pairs(live_server: str) -> None:
+    """The asyncio path (``awrap_model_call``), two tool calls per calling turn."""
+    model = Scripted(inputs=[], parallel=2)
+    with Client(live_server) as ctx:
+        memory = CtxStoreMiddleware.create(ctx, title="logs", context_window=WINDOW)
+        agent = create_agent(model, [read_log], system_prompt=PROMPT, middleware=[memory],
+                             checkpointer=InMemorySaver())  # fmt: skip
+        config: Any = {"configurable": {"thread_id": "logs"}}
+
+        async def run() -> None:
+            for turn in range(20):
+                await agent.ainvoke({"messages": [("user", f"Turn {turn}")]}, config)
+
+        asyncio.run(run())
+        state = agent.get_state(config).values["messages"]
+        stored = ctx.nodes(memory.session_id).nodes
+        limit = ctx.budget(memory.session_id).limit
+
+    assert max(sum(tokens_of(m) for m in fed) for fed in model.inputs) <= limit
+    assert all(pairs_intact(fed) for fed in model.inputs)
+    assert any(len(m.tool_calls) == 2 for fed in model.inputs for m in fed
+               if isinstance(m, AIMessage))  # fmt: skip
+    assert {m.id for m in state} <= {n.metadata.get("langchain_id") for n in stored}
+
+
+def test_the_core_client_imports_without_langchain() -> None:
+    """``ctxstore_client`` and its other modules never import LangChain."""
+    code = (
+        "import sys, pkgutil, importlib, ctxstore_client\n"
+        "for name in ('langchain', 'langchain_core', 'langgraph'): sys.modules[name] = None\n"
+        "for m in pkgutil.iter_modules(ctxstore_client.__path__):\n"
+        "    if m.name not in ('langchain', 'agents'):\n"
+        "        importlib.import_module('ctxstore_client.' + m.name)\n"
+        "assert not any(n.startswith('lang') and sys.modules[n] for n in sys.modules)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
