@@ -166,3 +166,28 @@ def test_the_core_client_imports_without_langchain() -> None:
     )
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
+
+
+def test_a_reopened_session_records_nothing_twice(live_server: str) -> None:
+    """A new middleware over the same session and checkpointer (a restart) goes on where the
+    first stopped: no message and no system prompt is stored twice."""
+    model, saver = Scripted(inputs=[]), InMemorySaver()
+    config: Any = {"configurable": {"thread_id": "logs"}}
+    with Client(live_server) as ctx:
+        first = CtxStoreMiddleware.create(ctx, title="logs", context_window=WINDOW)
+        for turn in range(4):
+            memory = first if turn < 2 else CtxStoreMiddleware.open(ctx, first.session_id)
+            agent = create_agent(model, [read_log], system_prompt=PROMPT, checkpointer=saver,
+                                 middleware=[memory])  # fmt: skip
+            agent.invoke({"messages": [("user", f"Turn {turn}")]}, config)
+        state = agent.get_state(config).values["messages"]
+        stored = ctx.nodes(first.session_id).nodes
+
+    # one node per message: user, assistant, and a tool call's result (its calls share the id
+    # of the AIMessage that made them)
+    results = [n for n in stored if n.role == "tool" and n.output is not None]
+    ids = [n.metadata.get("langchain_id") for n in stored if n.role in ("user", "assistant")]
+    ids += [n.metadata.get("langchain_id") for n in results]
+    assert len(ids) == len(set(ids)) and set(ids) == {m.id for m in state}
+    assert [n.role for n in stored].count("system") == 1
+    assert all(pairs_intact(fed) for fed in model.inputs)

@@ -20,6 +20,10 @@ it has not recorded yet, in one batch:
 * ``ToolMessage`` -> a newer version of its call's ``tool`` node, with the
   result as output (what the context shows from then on).
 
+Each node carries the message's id (``metadata.langchain_id``), so a
+middleware over an existing session (``CtxStoreMiddleware.open``) skips what
+the session already holds.
+
 Then it asks for the head's render (``shape=openai``: aged tool results,
 summaries, folds, all inside ``window - output_reserve``), turns it back
 into LangChain messages and hands the model those, with the system prompt
@@ -66,12 +70,20 @@ class CtxStoreMiddleware(AgentMiddleware):
         self._seen: set[str] = set()  # ids of the state's messages already recorded
         self._calls: dict[str, Entry] = {}  # LangChain tool call id -> its tool node's fields
         self._system: str | None = None  # the system prompt last recorded
+        self._loaded = False  # what the session already holds is read on first use
 
     @classmethod
     def create(cls, client: Client, title: str = "", model: str = "openai:gpt-4o",
                context_window: int | None = None) -> CtxStoreMiddleware:  # fmt: skip
         started = client.start_session(title, model, context_window=context_window)
         return cls(client, started.session_id)
+
+    @classmethod
+    def open(cls, client: Client, session_id: str) -> CtxStoreMiddleware:
+        """A middleware over an existing session (say, after a restart, with the agent's
+        checkpointer): the messages it already holds are not recorded again."""
+        client.get_session(session_id)  # unknown (or another tenant's): NotFound now
+        return cls(client, session_id)
 
     # ------------------------------------------------------------- hooks
 
@@ -117,6 +129,8 @@ class CtxStoreMiddleware(AgentMiddleware):
 
     def record(self, system: Sequence[BaseMessage], messages: Sequence[BaseMessage]) -> None:
         """Append, in one batch, the messages not recorded yet."""
+        if not self._loaded:
+            self._load()
         entries: list[Entry] = []
         for prompt in system:
             text = _text(prompt.content)
@@ -133,6 +147,20 @@ class CtxStoreMiddleware(AgentMiddleware):
         if entries:
             self.client.append_nodes(self.session_id, entries)
 
+    def _load(self) -> None:
+        """The ids, tool calls and system prompt the session's branch already holds."""
+        for node in self.client.nodes(self.session_id).nodes:
+            meta = node.metadata
+            if meta.get("langchain_id"):
+                self._seen.add(str(meta["langchain_id"]))
+            if node.role == "tool" and meta.get("langchain_call_id") and node.output is None:
+                self._calls[str(meta["langchain_call_id"])] = {
+                    "caller": node.parent, "call_id": node.call_id,
+                    "name": node.name, "input": node.input}  # fmt: skip
+            if node.role == "system" and "langchain_id" not in meta:
+                self._system = _text(node.input)
+        self._loaded = True
+
     def _entries(self, message: BaseMessage) -> list[Entry]:
         meta = {"langchain_id": message.id}
         if isinstance(message, AIMessage):
@@ -142,7 +170,8 @@ class CtxStoreMiddleware(AgentMiddleware):
                 fields = {"caller": turn["node_id"], "call_id": _call_id(call.get("id")),
                           "name": str(call["name"])[:128], "input": call["args"]}  # fmt: skip
                 self._calls[str(call.get("id"))] = fields
-                out.append(_entry("tool", metadata=meta, **fields))
+                called = {**meta, "langchain_call_id": call.get("id")}
+                out.append(_entry("tool", metadata=called, **fields))
             return out
         if isinstance(message, ToolMessage):
             known = self._calls.get(message.tool_call_id)
