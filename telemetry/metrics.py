@@ -97,10 +97,10 @@ WORKING_SET_EVICTIONS = Counter(
 REBUILD_DONE = Gauge(
     "ctxstore_rebuild_replayed_events",
     "Events a running ctxstore rebuild (offline or --online) has replayed so far",
-    multiprocess_mode="max",
+    multiprocess_mode="mostrecent",  # the latest rebuild's, not the largest
 )
 REBUILD_TOTAL = Gauge(
     "ctxstore_rebuild_total_events",
     "Events in the log when the running (or last) ctxstore rebuild started",
-    multiprocess_mode="max",
+    multiprocess_mode="mostrecent",  # the latest rebuild's, not the largest
 )
