@@ -96,6 +96,8 @@ class Processor:
         # service's telemetry; projections themselves know nothing of it.
         self.on_stored: Callable[[list[Any], list[Any]], None] = _ignore
         self.on_caught_up: Callable[[int, int], None] = _ignore
+        # (partition, sessions held, nodes held, sessions let go) after each batch's trim
+        self.on_working_set: Callable[[int, int, int, int], None] = _ignore
         self.trace: Callable[..., AbstractContextManager[Any]] = _no_span
 
     @property
@@ -271,8 +273,11 @@ class Processor:
                 projector.outbox = Outbox()
                 projector.pending.clear()
                 if projector.working is not None:
-                    projector.working.stored()
-                    projector.working.trim()
+                    working = projector.working
+                    working.stored()
+                    evicted = working.trim()
+                    self.on_working_set(part.index, len(working.loaded), working.held_nodes(),
+                                        evicted)  # fmt: skip
                 done += applied
                 if on_page is not None:
                     on_page(total + done)

@@ -156,9 +156,11 @@ class WorkingSet:
         """The batch's rows are written: its sessions may go like any other."""
         self.dirty.clear()
 
-    def trim(self) -> None:
-        """Let the least recently used sessions go while more than ``budget`` nodes are held."""
+    def trim(self) -> int:
+        """Let the least recently used sessions go while more than ``budget`` nodes are
+        held; how many went (the service counts them: ``Processor.on_working_set``)."""
         held = sum(self.loaded.values())
+        evicted = 0
         for session_id in list(self.loaded):
             if held <= self.budget or len(self.loaded) <= 1:
                 break
@@ -166,6 +168,11 @@ class WorkingSet:
                 continue
             held -= self.loaded.pop(session_id)
             self.holder.release_session(session_id)
+            evicted += 1
+        return evicted
+
+    def held_nodes(self) -> int:
+        return sum(self.loaded.values())
 
 
 def meta_of(row: dict[str, Any]) -> CommitMeta:

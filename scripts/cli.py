@@ -132,13 +132,25 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     if args.online:
         return _rebuild_online(url, args.switch_anyway, args.processes)
     with Progress("rebuild", None, "events") as bar:
-        result = rebuild_and_compare(url, progress=bar.update, processes=args.processes)
+        result = rebuild_and_compare(url, progress=_reported(bar), processes=args.processes)
     _print_json(result)
     if "partitions" in result:
         split = result["partitions"]
         print(f"sessions are now split into {split['after']} partitions (were {split['before']}): "
               "restart every server and worker", file=sys.stderr)  # fmt: skip
     return 0 if result.get("identical") else 1
+
+
+def _reported(bar: Progress) -> Callable[[int, int], None]:
+    """The rebuild's progress on the bar and in the rebuild gauges (``telemetry.probes``;
+    a server scrapes them when this process shares its ``PROMETHEUS_MULTIPROC_DIR``)."""
+    from telemetry import probes
+
+    def report(done: int, total: int) -> None:
+        bar.update(done, total)
+        probes.rebuild_progress(done, total)
+
+    return report
 
 
 def _rebuild_online(url: str, switch_anyway: bool, processes: int) -> int:
@@ -148,7 +160,8 @@ def _rebuild_online(url: str, switch_anyway: bool, processes: int) -> int:
 
     try:
         with Progress("rebuild", None, "events") as bar:
-            result = online_rebuild(url, progress=bar.update, expect_identical=not switch_anyway,
+            result = online_rebuild(url, progress=_reported(bar),
+                                    expect_identical=not switch_anyway,
                                     processes=processes)  # fmt: skip
     except SwitchRefused as exc:
         print(f"error: {exc.code}: {exc}", file=sys.stderr)

@@ -42,6 +42,7 @@ from service.deployment_models import models_from_env
 from service.outcome import Executed
 from service.partition_locks import AllPartitions
 from service.partition_locks import is_id as _is_id
+from service.render_prefix import PrefixMemo
 from telemetry import probes, tracing
 
 SESSION_MAKERS = (commands.StartSession, commands.Branch)  # their result names a new session
@@ -98,8 +99,10 @@ class RuntimeCore:
         self._rendered: OrderedDict[RenderKey, dict[str, Any]] = OrderedDict()
         # of the window, and tokens, at render (telemetry)
         self._shares: OrderedDict[RenderKey, tuple[float, int]] = OrderedDict()
+        self._prefixes = PrefixMemo()  # what each render shares with the last (traces)
         self.processor.on_stored = probes.projected  # what each batch stored: telemetry
         self.processor.on_caught_up = probes.worker_lag
+        self.processor.on_working_set = probes.working_set
         self.processor.trace = tracing.span
         self.app.commit_resolver = self._latest_commit_of
 
@@ -166,8 +169,11 @@ class RuntimeCore:
             self.processor.catch_up(partition=partition)
         projector = part.projector
         assert projector is not None
-        if projector.working is not None:
-            projector.working.trim()  # what the last query brought in may go now
+        working = projector.working
+        if working is not None:
+            evicted = working.trim()  # what the last query brought in may go now
+            if evicted:
+                probes.working_set(partition, len(working.loaded), working.held_nodes(), evicted)
         return projector
 
     def _owned(self, session_id: str, tenant: str | None) -> tuple[Any, Any]:

@@ -79,8 +79,12 @@ class Queries(RuntimeCore):
         with tracing.span("ctxstore.render", ctxstore__shape=shape) as current:
             answer, share, tokens = self._rendered_at(session_id, shape, commit_id, cache, tenant)
             probes.window_share(share)
-            tracing.set_attributes(current, ctxstore__render__tokens=tokens,
-                                   ctxstore__render__window_share=share)  # fmt: skip
+            if current is not None:  # traced: how much a prompt cache could reuse
+                messages, prefix = self._prefixes.shared(session_id, shape, answer["request"])
+                tracing.set_attributes(current, ctxstore__render__tokens=tokens,
+                                       ctxstore__render__window_share=share,
+                                       ctxstore__render__messages=messages,
+                                       ctxstore__render__prefix_messages=prefix)  # fmt: skip
             return answer
 
     def _rendered_at(self, session_id: str, shape: str, commit_id: str | None, cache: bool,

@@ -77,3 +77,30 @@ WORKER_LAG = Gauge(
     "last catch-up (one series per live process in multiprocess mode: label pid)",
     ["partition"], multiprocess_mode="liveall",
 )  # fmt: skip
+WORKING_SET_SESSIONS = Gauge(
+    "ctxstore_working_set_sessions",
+    "Sessions a process's projector of a partition holds in memory (its working set, "
+    "CTXSTORE_WORKING_SET) after its last trim (label pid in multiprocess mode)",
+    ["partition"], multiprocess_mode="liveall",
+)  # fmt: skip
+WORKING_SET_NODES = Gauge(
+    "ctxstore_working_set_nodes",
+    "Nodes a process's projector of a partition holds in memory after its last trim",
+    ["partition"], multiprocess_mode="liveall",
+)  # fmt: skip
+WORKING_SET_EVICTIONS = Counter(
+    "ctxstore_working_set_evictions_total",
+    "Sessions a working set let go (least recently used, over its node budget); a "
+    "session let go is read back from the projection tables when next asked for",
+    ["partition"],
+)
+REBUILD_DONE = Gauge(
+    "ctxstore_rebuild_replayed_events",
+    "Events a running ctxstore rebuild (offline or --online) has replayed so far",
+    multiprocess_mode="mostrecent",  # the latest rebuild's, not the largest
+)
+REBUILD_TOTAL = Gauge(
+    "ctxstore_rebuild_total_events",
+    "Events in the log when the running (or last) ctxstore rebuild started",
+    multiprocess_mode="mostrecent",  # the latest rebuild's, not the largest
+)

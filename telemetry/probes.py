@@ -82,6 +82,25 @@ def worker_lag(partition: int, events: int) -> None:
         _m().WORKER_LAG.labels(str(partition)).set(max(0, events))
 
 
+def working_set(partition: int, sessions: int, nodes: int, evicted: int) -> None:
+    """What a partition's working set holds after a trim, and how many sessions it let go."""
+    if ON:
+        m = _m()
+        label = str(partition)
+        m.WORKING_SET_SESSIONS.labels(label).set(sessions)
+        m.WORKING_SET_NODES.labels(label).set(nodes)
+        if evicted:
+            m.WORKING_SET_EVICTIONS.labels(label).inc(evicted)
+
+
+def rebuild_progress(done: int, total: int) -> None:
+    """``ctxstore rebuild``: events replayed so far of the log's ``total``."""
+    if ON:
+        m = _m()
+        m.REBUILD_TOTAL.set(total)
+        m.REBUILD_DONE.set(done)
+
+
 def compaction(trigger: str, outcome: str, folded_tokens: int = 0) -> None:
     if ON:
         m = _m()

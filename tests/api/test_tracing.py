@@ -103,3 +103,28 @@ def test_a_summarizer_call_carries_the_gen_ai_usage(
     assert call.attributes["gen_ai.usage.input_tokens"] > 0
     assert call.attributes["gen_ai.usage.output_tokens"] > 0
     assert "gen_ai.operation.name" not in call.attributes  # no model was called
+
+
+def test_a_render_span_says_how_many_leading_messages_repeat_the_last_render(
+    client: TestClient, spans: tuple[InMemorySpanExporter, Any]
+) -> None:
+    exporter, _ = spans
+    sid = client.post("/sessions", json={"title": "t"}).json()["session_id"]
+    said = [{"role": "user", "input": "hi"}, {"role": "assistant", "output": "hello"}]
+    for node in said:
+        assert client.post(f"/sessions/{sid}/nodes", json=node).status_code == 201
+
+    def render() -> Any:
+        exporter.clear()
+        assert client.get(f"/sessions/{sid}/render?shape=openai").status_code == 200
+        return tree(exporter)["ctxstore.render"].attributes
+
+    first = render()
+    assert first["ctxstore.render.tokens"] > 0
+    assert first["ctxstore.render.prefix_messages"] == 0  # nothing rendered before
+    assert first["ctxstore.render.messages"] >= 2
+    node = {"role": "user", "input": "and now?"}
+    assert client.post(f"/sessions/{sid}/nodes", json=node).status_code == 201
+    second = render()  # the earlier messages are sent again, unchanged, then the new one
+    assert second["ctxstore.render.messages"] == first["ctxstore.render.messages"] + 1
+    assert second["ctxstore.render.prefix_messages"] == first["ctxstore.render.messages"]
