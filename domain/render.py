@@ -116,9 +116,11 @@ class _Conversation:
         name = item.name or "tool"
         if item.has_result and item.call is not None:
             call_id = distinct_call_id(item, self.call_ids)
-            _push(self.messages, "assistant", {"type": "tool_use", "id": call_id,
-                                               "name": tool_name(item.name),
-                                               "input": _tool_input(item.call)})  # fmt: skip
+            call: Block = {"type": "tool_use", "id": call_id, "name": tool_name(item.name),
+                           "input": _tool_input(item.call)}  # fmt: skip
+            if item.call_signature and self.shape == "gemini":  # no other provider takes it
+                call["thoughtSignature"] = item.call_signature
+            _push(self.messages, "assistant", call)
             content: Any = _shown(item.blocks, ALLOWED["tool"]) or item.rendered
             self.results.append({"type": "tool_result", "tool_use_id": call_id,
                                  "content": content, "is_error": item.is_error})  # fmt: skip

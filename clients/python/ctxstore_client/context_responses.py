@@ -41,6 +41,7 @@ class Item(Answer):
     dedup_of: str | None = None
     blocks: list[dict[str, Any]] | None = None
     call_id: str | None = None
+    call_signature: str | None = None  # Gemini's thoughtSignature of a tool call
 
 
 class Commit(Answer):
