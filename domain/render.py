@@ -16,6 +16,7 @@ from typing import Any
 from domain.call_ids import distinct_call_id, tool_name
 from domain.context import ContextCommit, Item
 from domain.native_blocks import carried
+from domain.provider_compaction import folded_ids
 from domain.tool_specs import OPEN_SCHEMA, Spec, listed_tools, uses
 
 Block = dict[str, Any]
@@ -149,8 +150,9 @@ def render_commit(commit: ContextCommit, drop_summarized_tools: bool = False,
     """The neutral request; ``shape`` leaves out the native blocks it cannot carry."""
     system_parts: list[str] = []
     conversation = _Conversation(shape)
+    folded = folded_ids(commit, shape)  # what this provider's compaction stands for
     for item in sorted(commit.items, key=lambda i: i.ord):
-        if item.state == "summarized":
+        if item.state == "summarized" or item.item_id in folded:
             continue
         if item.role == "system":
             if not _blank(item.rendered):
