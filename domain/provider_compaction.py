@@ -14,7 +14,8 @@ commit fits stays an upper bound).  It is pure: the same commit and shape
 fold the same items.  Each fold is audited in the answer's ``folded`` list,
 rows of the same form as a commit's transitions (rule ``provider_compaction``).
 Locked items, anchors (the system prompt and the first user message) and
-items already summarized are untouched.
+items already summarized are untouched.  An Anthropic compaction whose
+``content`` is null (its compaction failed) folds nothing.
 """
 
 from __future__ import annotations
@@ -22,15 +23,21 @@ from __future__ import annotations
 from typing import Any
 
 from domain.context import ContextCommit, Item
-from domain.native_blocks import SHAPE_FAMILY, family
+from domain.native_blocks import ANTHROPIC, SHAPE_FAMILY, family
 
 RULE = "provider_compaction"
 
 
+def _stands_for_earlier(block: dict[str, Any], made_by: str) -> bool:
+    """A compaction of ``made_by`` that holds a summary: Anthropic's content is
+    null when its compaction failed, and then it stands for nothing."""
+    return (block["type"] == "compaction" and family(block) == made_by
+            and not (made_by == ANTHROPIC and block.get("content") is None))  # fmt: skip
+
+
 def _compacts(item: Item, made_by: str) -> bool:
     return (item.role == "assistant" and item.state != "summarized"
-            and any(b["type"] == "compaction" and family(b) == made_by
-                    for b in item.blocks or ()))  # fmt: skip
+            and any(_stands_for_earlier(b, made_by) for b in item.blocks or ()))  # fmt: skip
 
 
 def folds(commit: ContextCommit, shape: str) -> list[dict[str, Any]]:

@@ -27,7 +27,19 @@ from tests.shape_checks import CHECKS
 COMPACTIONS = [b for b in NATIVE if b["type"] == "compaction"]
 ROLE = st.sampled_from(["user", "assistant", "tool", "summary"])
 STATE = st.sampled_from(["full", "aged", "cleared", "summarized"])
-BLOCKS = st.sampled_from([None, *[[b, {"type": "text", "text": "t"}] for b in COMPACTIONS]])
+FAILED = {"type": "compaction", "content": None}  # Anthropic's, when its compaction failed
+BLOCKS = st.sampled_from(
+    [None, *[[b, {"type": "text", "text": "t"}] for b in [*COMPACTIONS, FAILED]]]
+)
+
+
+def test_a_failed_anthropic_compaction_folds_nothing() -> None:
+    def items(block: dict[str, Any]) -> list[Any]:
+        last = item(2, "assistant", "a2", blocks=[block, {"type": "text", "text": "t"}])
+        return [item(0, "user", "u0", is_anchor=True), item(1, "assistant", "a1"), last]
+
+    assert folds(commit(items(FAILED)), "anthropic") == []
+    assert [r["item_id"] for r in folds(commit(items(COMPACTIONS[0])), "anthropic")] == ["i1"]
 
 
 @settings(max_examples=60, deadline=None)
@@ -54,7 +66,8 @@ def test_a_fold_only_tightens_what_its_compaction_covers(
             assert rows == [], shape
             continue
         stands = [i for i in items if i.role == "assistant" and i.state != "summarized"
-                  and any(family(b) == made_by for b in i.blocks or ())]  # fmt: skip
+                  and any(family(b) == made_by and b.get("content", "") is not None
+                          for b in i.blocks or ())]  # fmt: skip
         for row in rows:
             folded = by_id[row["item_id"]]
             assert stands and folded.ord < stands[-1].ord
