@@ -63,6 +63,9 @@ class Item:
     dedup_of: str | None = None  # rendered as a reference to this earlier, equal result
     blocks: list[dict[str, Any]] | None = None  # content blocks rendered instead of the text
     call_id: str | None = None  # a tool call's id as the model gave it
+    # Gemini's ``thoughtSignature`` for this tool call, from the node's metadata;
+    # only the ``gemini`` shape sends it back (on the call's ``functionCall`` part).
+    call_signature: str | None = None
 
     # Every field is a scalar, so no deep copy is needed: ``asdict`` would
     # make one per call, and copies and JSON sit on the projection's hot path.

@@ -52,9 +52,12 @@ def carried(block: Block, shape: str) -> bool:
 
 def left_out(commit: ContextCommit, shape: str) -> list[dict[str, Any]]:
     """The native blocks of shown items a render in ``shape`` leaves out, in order."""
+    from domain.provider_compaction import folded_ids
+
     out: list[dict[str, Any]] = []
+    folded = folded_ids(commit, shape)  # not shown either
     for item in sorted(commit.items, key=lambda i: i.ord):
-        if item.state == "summarized" or not item.blocks:
+        if item.state == "summarized" or not item.blocks or item.item_id in folded:
             continue
         for index, block in enumerate(item.blocks):
             if not carried(block, shape):

@@ -64,6 +64,12 @@ class StepResult:
     over_window: JSON | None
 
 
+def call_signature(meta: dict[str, Any]) -> str | None:
+    """The ``thoughtSignature`` Gemini gave with a tool call, stored in the node's metadata."""
+    signature = meta.get("thoughtSignature", meta.get("thought_signature"))
+    return signature if isinstance(signature, str) and signature else None
+
+
 def node_item(node: NodeLike, texts: Natural, ord_: int, pinned: bool,
               first_user: bool, policy: Policy | None = None) -> Item:  # fmt: skip
     """A node as a fresh ``full`` item."""
@@ -78,7 +84,7 @@ def node_item(node: NodeLike, texts: Natural, ord_: int, pinned: bool,
             rendered=rendered, ord=ord_, touched_at=node.created_at, name=node.name, call=call,
             tokens=node_item_tokens(node.token_counts, rendered, call, node.name, blocks),
             has_result=output is not None, is_error=is_error, locked=pinned, blocks=blocks,
-            call_id=call_id,
+            call_id=call_id, call_signature=call_signature(node.meta),
         )  # fmt: skip
         if policy is not None and policy.generation >= 2:
             item.tokens += call_framing(item)

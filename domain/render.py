@@ -16,6 +16,7 @@ from typing import Any
 from domain.call_ids import distinct_call_id, tool_name
 from domain.context import ContextCommit, Item
 from domain.native_blocks import carried
+from domain.provider_compaction import folded_ids
 from domain.tool_specs import OPEN_SCHEMA, Spec, listed_tools, uses
 
 Block = dict[str, Any]
@@ -116,9 +117,11 @@ class _Conversation:
         name = item.name or "tool"
         if item.has_result and item.call is not None:
             call_id = distinct_call_id(item, self.call_ids)
-            _push(self.messages, "assistant", {"type": "tool_use", "id": call_id,
-                                               "name": tool_name(item.name),
-                                               "input": _tool_input(item.call)})  # fmt: skip
+            call: Block = {"type": "tool_use", "id": call_id, "name": tool_name(item.name),
+                           "input": _tool_input(item.call)}  # fmt: skip
+            if item.call_signature and self.shape == "gemini":  # no other provider takes it
+                call["thoughtSignature"] = item.call_signature
+            _push(self.messages, "assistant", call)
             content: Any = _shown(item.blocks, ALLOWED["tool"]) or item.rendered
             self.results.append({"type": "tool_result", "tool_use_id": call_id,
                                  "content": content, "is_error": item.is_error})  # fmt: skip
@@ -147,8 +150,9 @@ def render_commit(commit: ContextCommit, drop_summarized_tools: bool = False,
     """The neutral request; ``shape`` leaves out the native blocks it cannot carry."""
     system_parts: list[str] = []
     conversation = _Conversation(shape)
+    folded = folded_ids(commit, shape)  # what this provider's compaction stands for
     for item in sorted(commit.items, key=lambda i: i.ord):
-        if item.state == "summarized":
+        if item.state == "summarized" or item.item_id in folded:
             continue
         if item.role == "system":
             if not _blank(item.rendered):

@@ -6,7 +6,8 @@ model's turn and ``functionResponse`` on the next user turn, matched by name
 and order as Gemini pairs them.  The system prompt is ``systemInstruction``
 and the tools one ``functionDeclarations`` list.  Field names are the REST
 API's JSON (lowerCamelCase), which the ``google-genai`` types also take.  A
-text block stored with Gemini's ``thoughtSignature`` keeps it; other
+text block stored with Gemini's ``thoughtSignature`` keeps it, and so does a
+``functionCall`` whose tool node has one in its metadata; other
 providers' native items cannot be read by Gemini and are left out
 (``domain.native_blocks``).
 """
@@ -43,7 +44,10 @@ def _part(block: Block) -> Part | None:
     if kind in ("image", "document"):
         return _media(block)
     if kind == "tool_use":
-        return {"functionCall": {"name": block["name"], "args": block["input"]}}
+        call: Part = {"functionCall": {"name": block["name"], "args": block["input"]}}
+        if "thoughtSignature" in block:  # the tool node's, as Gemini gave it with the call
+            call["thoughtSignature"] = block["thoughtSignature"]
+        return call
     return None  # native items of other providers: left out
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from domain import errors
 from domain.catalogue import window_warnings
 from domain.native_blocks import left_out
+from domain.provider_compaction import folds
 from domain.render import render_shape
 from domain.rules.redact import mask_json
 from projections import queries as q
@@ -117,6 +118,7 @@ class Queries(RuntimeCore):
                     "head_node_id": commit.head_node_id, "version": session.version,
                     "shape": shape, "over_window": fit["over_window"],
                     "shortfall": fit["shortfall"], "left_out": left_out(commit, shape),
+                    "folded": folds(commit, shape),
                     "warnings": window_warnings(session.model, session.context_window),
                     "request": render_shape(commit, shape, session.model, cache,
                                             policy.drop_summarized_tools),

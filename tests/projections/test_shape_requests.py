@@ -120,8 +120,8 @@ def test_native_items_go_back_byte_for_byte_to_their_own_family(store_url: str) 
             1,
             node_id="a1",
         )
-        add(rt, sid, "tool", name="read_file", input={"path": "lex.py"}, output="def lex()",
-            call_id="toolu_01", minute=2)  # fmt: skip
+        tool = add(rt, sid, "tool", name="read_file", input={"path": "lex.py"},
+                   output="def lex()", call_id="toolu_01", minute=2)  # fmt: skip
         # the same agent on OpenAI's Responses API: its output items as given
         add(rt, sid, "assistant", [REASONING, O_COMPACTION,
                                    {"type": "message", "role": "assistant", "content": [
@@ -151,8 +151,11 @@ def test_native_items_go_back_byte_for_byte_to_their_own_family(store_url: str) 
         assert json.dumps(REASONING) in text and json.dumps(O_COMPACTION) in text
         kinds = [i["type"] for i in responses["request"]["input"]]
         assert kinds[-4:] == ["reasoning", "compaction", "message", "message"]
-        assert {x["made_by"] for x in responses["left_out"]} == {"anthropic"}
-        assert len(responses["left_out"]) == 3
+        # a2's OpenAI compaction stands for a1 and the call (domain.provider_compaction),
+        # so a1's Anthropic blocks are not shown, hence not left out either
+        assert [r["item_id"] for r in responses["folded"]] == ["a1", tool]
+        assert responses["left_out"] == [] and "On it." not in text
+        assert anthropic["folded"] == [], "nothing but the anchor before a1's compaction"
 
         for shape in ("openai", "gemini", "bedrock"):
             answer = rt.rendered(sid, shape)

@@ -41,6 +41,7 @@ class Item(Answer):
     dedup_of: str | None = None
     blocks: list[dict[str, Any]] | None = None
     call_id: str | None = None
+    call_signature: str | None = None  # Gemini's thoughtSignature of a tool call
 
 
 class Commit(Answer):
@@ -71,7 +72,8 @@ class ToolsList(Answer):
 
 class Rendered(Answer):
     """``request`` is the provider's JSON, typed per ``shape`` (``render_schemas``);
-    ``left_out`` the provider-native blocks this shape could not carry."""
+    ``left_out`` the provider-native blocks this shape could not carry; ``folded``
+    the items a provider's compaction stands for in this shape (transition rows)."""
 
     model_config = ConfigDict(extra="allow", json_schema_extra={"allOf": cast(Any, shape_rules())})
 
@@ -83,6 +85,7 @@ class Rendered(Answer):
     over_window: bool = False
     shortfall: int = 0
     left_out: list[dict[str, Any]] = []
+    folded: list[dict[str, Any]] = []
     warnings: list[str] = Field(default_factory=list)
     request: Annotated[dict[str, Any], WithJsonSchema(request_schema())]
 
