@@ -13,14 +13,12 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.api.conftest import _free_port
+from tests.api.conftest import _free_port, wait_until_up
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -62,16 +60,7 @@ def demo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the demo server did not come up")
-            time.sleep(0.2)
+        wait_until_up(proc, base, seconds=120)
         yield f"127.0.0.1:{port}", {**env, "DOCS_FOLDER": str(folder)}
     finally:
         proc.terminate()

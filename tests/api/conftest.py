@@ -44,6 +44,21 @@ def client(runtime: Any) -> Iterator[TestClient]:
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def wait_until_up(proc: subprocess.Popen[Any], base: str, path: str = "/health",
+                  seconds: float = 60) -> None:  # fmt: skip
+    """Until ``base + path`` answers 200; a server that exits or stays down fails loudly."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if httpx.get(f"{base}{path}", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the server at {base} did not come up")
+        time.sleep(0.2)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -70,16 +85,7 @@ def serving(store_url: str, **env: str) -> Iterator[str]:
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the server did not come up")
-            time.sleep(0.2)
+        wait_until_up(proc, base)
         yield base
     finally:
         proc.terminate()

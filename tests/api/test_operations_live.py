@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.api.conftest import ROOT, _free_port
+from tests.api.conftest import ROOT, _free_port, wait_until_up
 from tests.api.test_metrics import parse, value
 from tests.conftest import IMMEDIATE_POLICY_JSON
 
@@ -36,15 +36,7 @@ def served(store_url: str, folder: Path, workers: int = 1, **env: str) -> Iterat
         )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    if httpx.get(f"{base}/ready", timeout=5).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert proc.poll() is None and time.monotonic() < deadline, "not up"
-                time.sleep(0.2)
+            wait_until_up(proc, base, "/ready", seconds=90)
             yield base
         finally:
             proc.terminate()
