@@ -37,6 +37,12 @@ SLOW: tuple[str, ...] = (
     "tests/domain/test_splicing_transcoder.py::test_the_digest_is_the_one_it_always_was",
     "tests/test_cli.py::test_scripts_rebuild_runs_the_same_command",
     "tests/test_docs.py::test_the_examples_run",  # a demo server and every page's examples
+    # long agent runs and a wheel built into a fresh virtualenv: the adapters and the
+    # client keep their quicker tests in the tier (test_agents_session.py, the other
+    # LangChain tests, test_client.py)
+    "tests/api/test_agents_window.py",
+    "tests/api/test_client_wheel.py",
+    "tests/api/test_langchain_middleware.py::test_100_turns_at_16k",
 )
 
 BROWSER = "tests/ui/"
