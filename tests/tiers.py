@@ -16,7 +16,9 @@ import pytest
 # seconds on SQLite alone, and the module keeps quicker tests in the tier.
 SLOW: tuple[str, ...] = (
     # property tests over random sessions (their own max_examples): the full suite runs them
-    # (the window guarantee's stays: its module has no other test)
+    # (the window guarantee's property runs in the full suite; test_window_promise.py keeps
+    # the window in the tier)
+    "tests/projections/test_window_guarantee.py",
     "tests/projections/test_erasure_shared_ids_random.py::test_erasure_equals_rebuild_when_roots",
     "tests/projections/test_erasure_scope.py::test_erasing_any_session_of_random_sessions",
     "tests/projections/test_invariants.py::test_invariants_hold_over_random_sessions",
