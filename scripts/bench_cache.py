@@ -46,7 +46,7 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -160,8 +160,19 @@ def units(shape: str, request: dict[str, Any]) -> list[str]:
     return out
 
 
-def measure(result: Result, previous: list[str], current: list[str]) -> tuple[bool, float, int]:
-    """Append-only, reuse and size of one call against the previous one, into ``result``."""
+class Measured(NamedTuple):
+    appended: bool
+    reuse: float
+    total: int
+    sizes: list[int]
+    shared: int
+
+
+def measure(result: Result, previous: list[str], current: list[str]) -> Measured:
+    """Append-only, reuse and size of one call against the previous one, into ``result``.
+
+    Also hands back each unit's tokens and the shared prefix's length, for the caller that
+    prices cache writes at breakpoints."""
     from domain.tokens import count_tokens
 
     sizes = [count_tokens(b) for b in current]
@@ -176,12 +187,11 @@ def measure(result: Result, previous: list[str], current: list[str]) -> tuple[bo
     result.calls.append((appended, reuse, total))
     result.cost += cached * CACHED_PRICE + (total - cached)
     result.full_cost += total
-    return appended, reuse, total
+    return Measured(appended, reuse, total, sizes, shared)
 
 
 def run(label: str, window: int, policy: Any, calls: int, seed: int, quiet: bool,
         shapes: tuple[str, ...] = ("anthropic",)) -> list[Result]:  # fmt: skip
-    from domain.tokens import count_tokens
     from service.runtime import Runtime
 
     result = Result(label)
@@ -213,18 +223,7 @@ def run(label: str, window: int, policy: Any, calls: int, seed: int, quiet: bool
                 request = rt.rendered(str(sid), "anthropic", cache=True)
                 result.over_window += bool(request["over_window"])
                 current, breakpoints = blocks(request["request"])
-                sizes = [count_tokens(b) for b in current]
-                shared = 0
-                while (shared < len(previous) and shared < len(current)
-                       and previous[shared] == current[shared]):  # fmt: skip
-                    shared += 1
-                total = sum(sizes)
-                cached = sum(sizes[:shared])
-                appended = bool(previous) and shared == len(previous)
-                reuse = cached / total if total else 1.0
-                result.calls.append((appended, reuse, total))
-                result.cost += cached * CACHED_PRICE + (total - cached)
-                result.full_cost += total
+                appended, reuse, total, sizes, shared = measure(result, previous, current)
                 # read only up to a breakpoint the previous call wrote; the rest written
                 read = sum(sizes[: max((b for b in written if b <= shared), default=0)])
                 result.breakpoint_reuse.append(read / total if total else 1.0)
