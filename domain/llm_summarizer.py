@@ -102,6 +102,7 @@ class _LLMSummarizer:
     """What both protocols share: where, which model, the key, the limits, the prompt."""
 
     kind = "llm"
+    path = ""  # the endpoint under ``base_url``
 
     def __init__(
         self,
@@ -132,6 +133,10 @@ class _LLMSummarizer:
         )  # fmt: skip
 
     @property
+    def url(self) -> str:
+        return f"{self.base_url}{self.path}"
+
+    @property
     def system(self) -> str:
         return system_prompt(self.instructions)
 
@@ -140,10 +145,7 @@ class OpenAICompatibleSummarizer(_LLMSummarizer):
     """Summaries from any OpenAI-compatible ``/chat/completions`` endpoint."""
 
     kind = "openai"
-
-    @property
-    def url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+    path = "/chat/completions"
 
     def request_body(self, items: Items) -> dict[str, Any]:
         return {
@@ -174,10 +176,7 @@ class AnthropicSummarizer(_LLMSummarizer):
     """Summaries from Anthropic's Messages API (``POST {base}/v1/messages``)."""
 
     kind = "anthropic"
-
-    @property
-    def url(self) -> str:
-        return f"{self.base_url}/v1/messages"
+    path = "/v1/messages"
 
     def request_body(self, items: Items) -> dict[str, Any]:
         return {

@@ -6,7 +6,6 @@ its answer reaching the projections only through ``SummaryRecorded``."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
@@ -27,26 +26,10 @@ from service.compaction import summarize
 from service.runtime import Runtime
 from tests.conftest import immediate_policy
 from tests.domain.llm_provider import FakeProvider
+from tests.domain.test_summarizer import ITEMS
 from tests.projections.test_summary_sources import _session
 
-ITEMS: list[dict[str, Any]] = [
-    {"role": "user", "name": None, "rendered": "Fix the failing test in tests/test_api.py."},
-    {"role": "tool", "name": "run_tests", "rendered": "pytest -q exited 1\nE assert 1 == 2"},
-    {"role": "assistant", "name": None, "rendered": "The assertion was wrong."},
-]
 PROTOCOLS = ("openai", "anthropic")
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as p:
-        yield p
-
-
-@pytest.fixture(autouse=True)
-def _reset(request: pytest.FixtureRequest) -> None:
-    if "provider" in request.fixturenames:
-        request.getfixturevalue("provider").reset()
 
 
 def llm(kind: str, provider: FakeProvider, model: str = "m", **kw: Any) -> Any:
@@ -92,8 +75,8 @@ def test_anthropic_posts_messages(provider: FakeProvider) -> None:
     s = AnthropicSummarizer(provider.root + "/", "claude-tiny", api_key="sk-ant", max_tokens=300)
     assert isinstance(s, Summarizer)
     assert s.name == "anthropic:claude-tiny"
-    provider.answer = "  ## Goal\n- fix tests/test_api.py\n"
-    assert s.summarize(ITEMS) == "## Goal\n- fix tests/test_api.py"
+    provider.answer = "  ## Goal\n- fix test_api.py\n"
+    assert s.summarize(ITEMS) == "## Goal\n- fix test_api.py"
     [req] = provider.requests
     headers = req["headers"]
     assert headers["x-api-key"] == "sk-ant" and req["auth"] is None
@@ -104,7 +87,7 @@ def test_anthropic_posts_messages(provider: FakeProvider) -> None:
     assert (body["model"], body["max_tokens"], body["temperature"]) == ("claude-tiny", 300, 0)
     assert body["system"] == SYSTEM_PROMPT
     assert body["messages"] == [{"role": "user", "content": transcript(ITEMS)}]
-    assert "[tool run_tests]\npytest -q exited 1" in body["messages"][0]["content"]
+    assert "[tool read_file]\ndef test_api():" in body["messages"][0]["content"]
 
 
 def test_anthropic_without_a_key_sends_none(provider: FakeProvider) -> None:

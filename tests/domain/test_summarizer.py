@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -100,18 +99,6 @@ def test_extractive_custom_cap() -> None:
 
 
 # ------------------------------------------------------------ loopback server
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as p:
-        yield p
-
-
-@pytest.fixture(autouse=True)
-def _reset(request: pytest.FixtureRequest) -> None:
-    if "provider" in request.fixturenames:
-        request.getfixturevalue("provider").reset()
 
 
 def test_openai_posts_chat_completions(provider: FakeProvider) -> None:
