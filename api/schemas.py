@@ -252,8 +252,10 @@ class ConfigureCompaction(Command):
     """Each field ``null`` (or left out) to clear it."""
 
     instructions: str | None = Field(
-        None, max_length=4_000, description="given to the summarizer with every request"
-    )
+        None, max_length=4_000,
+        description="added to an LLM summarizer's structured prompt with every request "
+        "(not in its place); the extractive summarizer has no prompt",
+    )  # fmt: skip
     summarizer_model: str | None = Field(
         None, min_length=1, max_length=128, description="the model an LLM summarizer uses"
     )

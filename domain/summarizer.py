@@ -2,40 +2,27 @@
 
 A summarizer is called only when a compaction is *recorded*; its answer is
 frozen into a ``SummaryRecorded`` event, so replaying the log never calls it
-again.  ``ExtractiveSummarizer`` is the offline, deterministic default;
-``OpenAICompatibleSummarizer`` asks any server that speaks the OpenAI
-``/chat/completions`` protocol.  ``summarizer_from_env`` picks one from
-``CTXSTORE_SUMMARIZER*`` variables.
+again.  ``ExtractiveSummarizer`` is the offline, deterministic default; the LLM
+ones (``domain.llm_summarizer``) ask a server that speaks the OpenAI
+``/chat/completions`` protocol or Anthropic's ``/v1/messages``.
+``summarizer_from_env`` picks one from ``CTXSTORE_SUMMARIZER*`` variables.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-import httpx
-
 from domain.gist import first_line_gist, first_sentence_gist
+from domain.llm_summarizer import ANTHROPIC_URL, AnthropicSummarizer, OpenAICompatibleSummarizer
+from domain.llm_summarizer import SummarizerError as SummarizerError
 
 Items = list[dict[str, Any]]
 
 DEFAULT_MAX_CHARS = 1200
 MAX_LINE_CHARS = 160  # one item never crowds out the others
 ROLE_ORDER = {"user": 0, "assistant": 1, "tool": 2}
-
-
-log = logging.getLogger("ctxstore.summarizer")
-
-
-class SummarizerError(RuntimeError):
-    """The summarizer could not produce a summary (unreachable, bad answer, ...).
-
-    Its message reaches API clients, so it never holds the summarizer's URL
-    (which may carry credentials) nor what the upstream server answered:
-    those are logged here, on the server.
-    """
 
 
 @runtime_checkable
@@ -148,108 +135,6 @@ def _clip(text: str, limit: int = MAX_LINE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-SYSTEM_PROMPT = (
-    "You compress part of an AI agent's conversation so the agent can keep working "
-    "with less context. Write a concise, factual summary of the transcript you are "
-    "given: decisions, facts learned, tool results that matter, open questions. "
-    "Do not invent anything. Answer with the summary only."
-)
-
-
-def transcript(items: Items) -> str:
-    """The items as a plain-text transcript for an LLM."""
-    lines = []
-    for item in items:
-        role = str(item.get("role") or "item")
-        label = f"{role} {item['name']}" if role == "tool" and item.get("name") else role
-        lines.append(f"[{label}]\n{item.get('rendered') or ''}")
-    return "\n\n".join(lines)
-
-
-class OpenAICompatibleSummarizer:
-    """Summaries from any OpenAI-compatible ``/chat/completions`` endpoint."""
-
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        timeout: float = 30,
-        max_tokens: int = 400,
-        instructions: str | None = None,
-    ) -> None:
-        if not base_url:
-            raise ValueError("base_url is required")
-        if not model:
-            raise ValueError("model is required")
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.api_key = api_key
-        self.timeout = timeout
-        self.max_tokens = max_tokens
-        self.instructions = instructions
-        self.name = f"openai:{model}"
-
-    def for_session(self, instructions: str | None, model: str | None) -> Summarizer:
-        """This summarizer with a session's own instructions and model (``None``: keep)."""
-        return OpenAICompatibleSummarizer(
-            self.base_url, model or self.model, self.api_key, self.timeout, self.max_tokens,
-            instructions if instructions is not None else self.instructions,
-        )  # fmt: skip
-
-    @property
-    def url(self) -> str:
-        return f"{self.base_url}/chat/completions"
-
-    def request_body(self, items: Items) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "temperature": 0,
-            "max_tokens": self.max_tokens,
-            "messages": [
-                {
-                    "role": "system",
-                    "content": SYSTEM_PROMPT
-                    + (
-                        f"\n\nInstructions for this session: {self.instructions}"
-                        if self.instructions
-                        else ""
-                    ),
-                },
-                {"role": "user", "content": transcript(items)},
-            ],
-        }
-
-    def summarize(self, items: Items) -> str:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        try:
-            response = httpx.post(
-                self.url, json=self.request_body(items), headers=headers, timeout=self.timeout
-            )
-        except httpx.HTTPError as exc:
-            log.warning("summarizer request to %s failed: %s", redacted(self.url), exc)
-            raise SummarizerError(
-                f"summarizer request to {redacted(self.url)} failed ({type(exc).__name__})"
-            ) from None
-        if response.status_code != 200:
-            log.warning("summarizer at %s answered %s: %s", redacted(self.url),
-                        response.status_code, response.text[:500])  # fmt: skip
-            raise SummarizerError(f"summarizer answered HTTP {response.status_code}")
-        try:
-            content = response.json()["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise SummarizerError("summarizer answer has no choices[0].message.content") from exc
-        if not isinstance(content, str) or not content.strip():
-            raise SummarizerError("summarizer returned an empty summary")
-        return content.strip()
-
-
-def redacted(url: str) -> str:
-    """``url`` without user, password, query or fragment (where credentials hide)."""
-    parts = httpx.URL(url)
-    return str(parts.copy_with(username=None, password=None, query=None, fragment=None))
-
-
 def for_session(summarizer: Summarizer, compaction: Mapping[str, Any] | None) -> Summarizer:
     """``summarizer`` as a session configured it (``CompactionConfigured``).
 
@@ -267,21 +152,26 @@ def for_session(summarizer: Summarizer, compaction: Mapping[str, Any] | None) ->
 
 
 def summarizer_from_env(env: Mapping[str, str] | None = None) -> Summarizer:
-    """``CTXSTORE_SUMMARIZER=extractive`` (default) or ``openai`` with
-    ``CTXSTORE_SUMMARIZER_URL``, ``CTXSTORE_SUMMARIZER_MODEL`` and optionally
-    ``CTXSTORE_SUMMARIZER_API_KEY``."""
+    """``CTXSTORE_SUMMARIZER=extractive`` (default), ``openai`` or ``anthropic``.
+
+    An LLM one reads ``CTXSTORE_SUMMARIZER_MODEL``, ``CTXSTORE_SUMMARIZER_URL``
+    (required for ``openai``; ``anthropic`` defaults to Anthropic's own) and
+    optionally ``CTXSTORE_SUMMARIZER_API_KEY``.
+    """
     env = os.environ if env is None else env
     kind = (env.get("CTXSTORE_SUMMARIZER") or "extractive").strip().lower()
     if kind == "extractive":
         return ExtractiveSummarizer()
-    if kind == "openai":
-        url = env.get("CTXSTORE_SUMMARIZER_URL", "").strip()
-        model = env.get("CTXSTORE_SUMMARIZER_MODEL", "").strip()
-        if not url or not model:
-            raise ValueError(
-                "CTXSTORE_SUMMARIZER=openai needs CTXSTORE_SUMMARIZER_URL and "
-                "CTXSTORE_SUMMARIZER_MODEL"
-            )
-        api_key = env.get("CTXSTORE_SUMMARIZER_API_KEY") or None
-        return OpenAICompatibleSummarizer(url, model, api_key)
-    raise ValueError(f"CTXSTORE_SUMMARIZER must be 'extractive' or 'openai', not {kind!r}")
+    if kind not in ("openai", "anthropic"):
+        raise ValueError("CTXSTORE_SUMMARIZER must be 'extractive', 'openai' or 'anthropic', "
+                         f"not {kind!r}")  # fmt: skip
+    default_url = ANTHROPIC_URL if kind == "anthropic" else ""
+    url = env.get("CTXSTORE_SUMMARIZER_URL", "").strip() or default_url
+    model = env.get("CTXSTORE_SUMMARIZER_MODEL", "").strip()
+    missing = [name for name, value in (("URL", url), ("MODEL", model)) if not value]
+    if missing:
+        needs = " and ".join(f"CTXSTORE_SUMMARIZER_{name}" for name in missing)
+        raise ValueError(f"CTXSTORE_SUMMARIZER={kind} needs {needs}")
+    api_key = env.get("CTXSTORE_SUMMARIZER_API_KEY") or None
+    cls = AnthropicSummarizer if kind == "anthropic" else OpenAICompatibleSummarizer
+    return cls(url, model, api_key)

@@ -9,6 +9,10 @@ checking out an older head shows the history up to there.  When a node
 shows as more than one item (its own, and copies an attach or a merge
 brought in), ``current`` is the one the head renders for the node itself,
 and the copies are listed apart; an attach node lists the items it staged.
+For a summarized item, ``summarized_by`` is the summary the head shows in
+its place (the top of a fold of folds) and ``survived`` that summary's
+lines quoting the node's own text (``domain.survived``): what of the node
+the model still reads.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from sqlalchemy import select
 
 from domain import errors
 from domain.context import Item
+from domain.survived import kept_lines
 from projections import tables as t
 from projections.projector import Projector
 from projections.queries import head_commit_id, session_row
@@ -59,6 +64,26 @@ def _shown(items: list[Item], node_id: str) -> Item | None:
     visible = [i for i in own if i.state != "summarized"]
     candidates = visible or own
     return candidates[0] if candidates else None
+
+
+def _survived(projector: Projector, session_id: str, node_id: str, shown: Item | None,
+              items: list[Item]) -> tuple[str | None, list[str]]:  # fmt: skip
+    """The summary standing for ``shown`` in the head, and its lines quoting the node."""
+    if shown is None or shown.state != "summarized":
+        return None, []
+    by_id = {i.item_id: i for i in items}
+    summary: Item | None = shown
+    seen: set[str] = set()
+    while summary is not None and summary.state == "summarized" and summary.merged_into:
+        if summary.item_id in seen:
+            return None, []
+        seen.add(summary.item_id)
+        summary = by_id.get(summary.merged_into)
+    if summary is None or summary.state != "summary":
+        return None, []
+    natural = projector.texts_in(session_id)(node_id)
+    source = natural.rendered if natural is not None else shown.rendered
+    return summary.item_id, kept_lines(summary.rendered, source)
 
 
 def _names(projector: Projector, session_id: str, node: NodeRow, row: Any) -> bool:
@@ -106,10 +131,12 @@ def explain(projector: Projector, store: ProjectionStore, session_id: str,
     for row in rows:
         by_item.setdefault(row.item_id, []).append({k: getattr(row, k) for k in ROW_FIELDS})
     copies = [i for i in items if i.source_node_id == node_id and i.item_id != mine]
+    summarized_by, survived = _survived(projector, session.session_id, node_id, shown, items)
     return {
         "session_id": session.session_id, "node_id": node_id, "commit_id": commit_id,
         "current": _item(shown) if shown is not None else None,
         "transitions": by_item.get(mine, []),
         "copies": [dict(_item(i), transitions=by_item.get(i.item_id, [])) for i in copies],
         "staged": [dict(_item(i), transitions=by_item.get(i.item_id, [])) for i in staged],
+        "summarized_by": summarized_by, "survived": survived,
     }  # fmt: skip

@@ -54,7 +54,7 @@ FOLDED_TOKENS = Counter(
 )
 SUMMARIZER_CALLS = Counter(
     "ctxstore_summarizer_calls_total",
-    "Summarizer calls by kind (extractive, openai) and outcome (ok, failed)",
+    "Summarizer calls by kind (extractive, openai, anthropic) and outcome (ok, failed)",
     ["kind", "outcome"],
 )
 SUMMARIZER_DURATION = Histogram(

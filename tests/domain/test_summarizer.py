@@ -1,22 +1,14 @@
 """Summarizers: the extractive default, and the OpenAI adapter against a real
-loopback HTTP server (a tiny Starlette app under uvicorn, not a mock)."""
+loopback HTTP server (``tests.domain.llm_provider``, not a mock); the Anthropic
+one and the structured prompt are in ``test_llm_summarizer.py``."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
-import threading
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
 
 from domain.summarizer import (
     ExtractiveSummarizer,
@@ -26,6 +18,7 @@ from domain.summarizer import (
     for_session,
     summarizer_from_env,
 )
+from tests.domain.llm_provider import FakeProvider
 
 ITEMS: list[dict[str, Any]] = [
     {"role": "user", "name": None, "rendered": "Fix the failing test. It is in test_api.py."},
@@ -106,69 +99,6 @@ def test_extractive_custom_cap() -> None:
 
 
 # ------------------------------------------------------------ loopback server
-
-
-class FakeProvider:
-    """A real HTTP server speaking a sliver of the OpenAI protocol."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.mode = "ok"
-        app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
-        )
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    async def chat(self, request: Request) -> Response:
-        body = await request.json()
-        self.requests.append({"body": body, "auth": request.headers.get("authorization")})
-        if self.mode == "error":
-            return PlainTextResponse("upstream exploded", status_code=500)
-        if self.mode == "garbage":
-            return JSONResponse({"choices": []})
-        if self.mode == "slow":
-            await asyncio.sleep(1)
-        user = body["messages"][-1]["content"]
-        message = {"role": "assistant", "content": f"  SUMMARY({len(user)})\n"}
-        return JSONResponse({"choices": [{"message": message}]})
-
-    def __enter__(self) -> FakeProvider:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("loopback server did not start")
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        self.sock.close()
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as p:
-        yield p
-
-
-@pytest.fixture(autouse=True)
-def _reset(request: pytest.FixtureRequest) -> None:
-    if "provider" in request.fixturenames:
-        p = request.getfixturevalue("provider")
-        p.requests.clear()
-        p.mode = "ok"
 
 
 def test_openai_posts_chat_completions(provider: FakeProvider) -> None:
@@ -257,6 +187,8 @@ def test_from_env_openai(provider: FakeProvider) -> None:
 def test_from_env_rejects_bad_configuration() -> None:
     with pytest.raises(ValueError, match="URL"):
         summarizer_from_env({"CTXSTORE_SUMMARIZER": "openai", "CTXSTORE_SUMMARIZER_MODEL": "m"})
+    with pytest.raises(ValueError, match="MODEL"):
+        summarizer_from_env({"CTXSTORE_SUMMARIZER": "anthropic"})
     with pytest.raises(ValueError, match="extractive"):
         summarizer_from_env({"CTXSTORE_SUMMARIZER": "magic"})
 

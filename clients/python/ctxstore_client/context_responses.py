@@ -141,6 +141,14 @@ class Explanation(Answer):
     transitions: list[TransitionRow]
     copies: list[ItemHistory] = []
     staged: list[ItemHistory] = []
+    summarized_by: str | None = Field(
+        None, description="for a summarized item, the summary the head shows in its place"
+    )
+    survived: list[str] = Field(
+        default_factory=list,
+        description="that summary's lines quoting this node's own text (whitespace collapsed, "
+        "labels such as `user:` aside): what of the node the model still reads",
+    )
 
 
 class Occupancy(Answer):

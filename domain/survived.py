@@ -1,0 +1,66 @@
+"""What a summary kept of one node: its lines that quote the node's own text.
+
+``explain`` answers, for a summarized item, which of the summary's lines
+came from that node.  A summary does not record the source of each line
+(an LLM's certainly does not), so the link is found by quotation: a line
+survives for a node when what it says, without the labels summarizers put
+in front (``- ``, ``user: ``, ``tool read_file: ``, a speaker's ``Name: ``,
+a tool digest's ``-> 3 lines: ``), occurs in the node's text with its
+whitespace collapsed.  The extractive summaries quote sentences and lines
+whole (``domain.fact_select``), so theirs are found; an LLM's are found
+where it kept a specific verbatim, as its prompt asks.  Pure and
+deterministic: equal texts give equal lines.
+"""
+
+from __future__ import annotations
+
+import re
+
+from domain.rules.redact import mask
+
+MIN_CHARS = 8  # shorter quotes ("- none", "Done.") say nothing about where they came from
+# of a node's text searched: a summarizer reads at most 8,000 characters of an aged
+# node (``service.compaction.SOURCE_CHARS``), and a full item as capped for the window
+MAX_SOURCE_CHARS = 64_000
+_ROLE = re.compile(r"^(?:user|assistant|system|summary|item|marker|tool(?::? [\w.-]+)?):\s+")
+_SPEAKER = re.compile(r"^[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s+")
+_DIGEST = re.compile(r"\s->\s(?:error|\d+ lines?):\s(.+)$")
+
+
+def _collapsed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _quotes(line: str) -> list[str]:
+    """What ``line`` may quote: itself without its bullet, then without its labels."""
+    body = line[2:] if line.startswith("- ") else line
+    body = body[:-1].rstrip() if body.endswith("…") else body  # a clipped unit
+    out = [body]
+    role = _ROLE.match(body)
+    if role is not None:
+        body = body[role.end() :]
+        out.append(body)
+    speaker = _SPEAKER.match(body)
+    if speaker is not None:  # a speaker tag carried over from an earlier sentence
+        out.append(body[speaker.end() :])
+    digest = _DIGEST.search(body)
+    if digest is not None:  # a tool call's digest quotes its result's telling line
+        out.append(digest.group(1))
+    return [_collapsed(q) for q in out if len(q.strip()) >= MIN_CHARS]
+
+
+def kept_lines(summary: str, source: str) -> list[str]:
+    """The lines of ``summary`` that quote ``source``, in the summary's order.
+
+    ``source`` is matched masked too: a summary written under ``redact_secrets``
+    quotes the masked text (``service.compaction.summarize``).
+    """
+    source = source[:MAX_SOURCE_CHARS]
+    plain = _collapsed(source)
+    masked = _collapsed(mask(source)[0])
+    kept = []
+    for raw in summary.splitlines():
+        line = raw.strip()
+        if any(q in plain or q in masked for q in _quotes(line)):
+            kept.append(line)
+    return kept
