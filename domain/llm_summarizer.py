@@ -132,6 +132,17 @@ class _LLMSummarizer:
             instructions if instructions is not None else self.instructions,
         )  # fmt: skip
 
+    def summarize_within(self, items: Items, max_tokens: int) -> str:
+        """The fold's budget as the answer's cap: a fold of many turns may be given thousands
+        of tokens, and six headed sections do not fit the default 400."""
+        capped = type(self)(
+            self.base_url, self.model, self.api_key, self.timeout, max_tokens, self.instructions
+        )
+        return capped.summarize(items)
+
+    def summarize(self, items: Items) -> str:
+        raise NotImplementedError  # each protocol's class posts its own request
+
     @property
     def url(self) -> str:
         return f"{self.base_url}{self.path}"

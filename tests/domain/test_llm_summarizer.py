@@ -20,7 +20,13 @@ from domain.llm_summarizer import (
     OpenAICompatibleSummarizer,
     transcript,
 )
-from domain.summarizer import Summarizer, SummarizerError, for_session, summarizer_from_env
+from domain.summarizer import (
+    BudgetedSummarizer,
+    Summarizer,
+    SummarizerError,
+    for_session,
+    summarizer_from_env,
+)
 from projections.rebuild import rebuild_and_compare
 from service.compaction import summarize
 from service.runtime import Runtime
@@ -69,6 +75,18 @@ def test_a_sessions_instructions_are_added_to_the_prompt(kind: str, provider: Fa
     assert plain == SYSTEM_PROMPT
     assert system.startswith(SYSTEM_PROMPT), "added, not replacing"
     assert system.endswith("\n\nInstructions for this session: Keep every port number.")
+
+
+@pytest.mark.parametrize("kind", PROTOCOLS)
+def test_a_fold_s_budget_is_the_answer_s_cap(kind: str, provider: FakeProvider) -> None:
+    s = llm(kind, provider, "house", api_key="k", instructions="Keep ports.")
+    assert isinstance(s, BudgetedSummarizer)
+    provider.answer = "  ## Facts\n- port 8443\n"
+    assert s.summarize_within(ITEMS, 2_500) == "## Facts\n- port 8443"
+    [req] = provider.requests
+    assert req["body"]["max_tokens"] == 2_500
+    assert sent(kind, req)[0].endswith("Instructions for this session: Keep ports.")
+    assert s.max_tokens == 400, "the summarizer itself keeps its own cap"
 
 
 def test_anthropic_posts_messages(provider: FakeProvider) -> None:
