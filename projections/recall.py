@@ -26,7 +26,7 @@ from domain.context import Item
 from domain.recall_query import fts5_query, recall_terms, tsquery_text
 from projections.projector import Projector
 from projections.queries import head_commit_id
-from projections.records import NodeRow, SessionRow
+from projections.records import NodeRow, SessionRow, node_key
 from projections.store import ProjectionStore
 
 FOLDED = "summarized"
@@ -121,12 +121,14 @@ def recall(projector: Projector, store: ProjectionStore, session: SessionRow, qu
     found: list[Any] = []
     with store.engine.connect() as conn:
         for row in _candidates(conn, store.is_sqlite, terms, sessions):
-            if f"{row.session_id}/{row.node_id}" in lineage.nodes:
+            if node_key(row.session_id, row.node_id) in lineage.nodes:
                 found.append(row)
                 if len(found) == limit:
                     break
-        texts = dict(conn.execute(_TEXTS, {"ids": [r.notification_id for r in found]}).all()
-                     ) if found else {}  # fmt: skip
+        texts: dict[int, str] = {}
+        if found:
+            ids = [r.notification_id for r in found]
+            texts.update((int(i), str(v)) for i, v in conn.execute(_TEXTS, {"ids": ids}))
     items: dict[tuple[str, str], list[Item]] = {}
 
     def items_of(commit_id: str | None, viewer: str) -> list[Item]:
@@ -139,12 +141,12 @@ def recall(projector: Projector, store: ProjectionStore, session: SessionRow, qu
 
     hits = []
     for row in found:
-        node, via_commit, via = lineage.nodes[f"{row.session_id}/{row.node_id}"]
+        node, via_commit, via = lineage.nodes[node_key(row.session_id, row.node_id)]
         sid = session.session_id
         state = _shown(items_of(head_commit, sid), projector.dag.name_in(sid, node))
         if state is None and via_commit is not None:
             state = _shown(items_of(via_commit, via), projector.dag.name_in(via, node))
         hits.append({"node_id": node.node_id, "session_id": node.session_id, "role": node.role,
                      "state": state or FOLDED, "score": float(row.score),
-                     "text": texts.get(row.notification_id, "")})  # fmt: skip
+                     "text": texts.get(int(row.notification_id), "")})  # fmt: skip
     return {"hits": hits}
