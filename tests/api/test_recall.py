@@ -3,14 +3,16 @@
 Folded nodes (summarized, cleared) are found by what they said when they
 were appended; the search covers the head's lineage only (a branch's source
 up to the branch point, attached and merged heads), answers masked text
-when redaction is on, and refuses bad parameters with a code.  Another
-tenant's session is 404 as every route's (``every_route.py``), and the
-erasure and rebuild tests cover the rows (``tests/projections/test_recall_rows.py``).
+when redaction is on, refuses bad parameters with a code, and answers for
+another tenant's session exactly what it answers for no session (as every
+route does: ``every_route.py``).  ``test_recall_rows.py`` covers the rows:
+erasure, rebuild, migration.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +23,7 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from api.client import AsyncClient, Client
 from api.client import context_responses as cr
+from service.api_keys import KeyStore
 from service.runtime import Runtime
 from tests.api.conftest import LOCAL
 from tests.api.test_commands import append, ok, start
@@ -158,3 +161,18 @@ def test_the_clients_recall(client: TestClient, runtime: Any) -> None:
     found = asyncio.run(drive())
     assert [h.node_id for h in found.hits] == [words[word]]
     assert runtime.recall(sid, word, limit=1) == found.model_dump()
+
+
+def test_another_tenants_session_is_unknown(client: TestClient, runtime: Any) -> None:
+    keys = KeyStore(runtime.store.engine)
+    acme, globex = ({"Authorization": f"Bearer {keys.create(t, 'write')[1]}"}
+                    for t in ("acme", "globex"))  # fmt: skip
+    sid = ok(client.post("/sessions", json={"title": "t"}, headers=acme), 201)["session_id"]
+    ok(client.post(f"/sessions/{sid}/nodes", headers=acme,
+                   json={"role": "user", "input": "acme quartz plans"}), 201)  # fmt: skip
+    assert len(ok(client.get(f"/sessions/{sid}/recall?q=quartz", headers=acme))["hits"]) == 1
+    theirs = client.get(f"/sessions/{sid}/recall?q=quartz", headers=globex)
+    nowhere = str(uuid.uuid4())
+    unknown = client.get(f"/sessions/{nowhere}/recall?q=quartz", headers=globex)
+    assert theirs.status_code == unknown.status_code == 404
+    assert theirs.text.replace(sid, nowhere) == unknown.text
