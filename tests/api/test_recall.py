@@ -80,6 +80,24 @@ def test_a_summarized_node_is_found_by_its_original_text(client: TestClient) -> 
     assert len(recall(client, sid, "research")) == 5  # the default limit
 
 
+def test_an_aged_tool_result_is_found_whole(client: TestClient) -> None:
+    sid = start(client)
+    append(client, sid, "user", input="read the config")
+    caller = append(client, sid, "assistant", output="reading")
+    output = "\n".join(f"line {i} kumquat" for i in range(40))
+    tool = append(client, sid, "tool", name="read_file", input={"path": "conf/settings.toml"},
+                  output=output, caller=caller)  # fmt: skip
+    for i in range(8):
+        append(client, sid, "user", input=f"next {i}")
+        append(client, sid, "assistant", output=f"ok {i}")
+    item = next(i for i in ok(client.get(f"/sessions/{sid}/context"))["items"]
+                if i["item_id"] == tool)  # fmt: skip
+    assert item["state"] != "full" and "line 39" not in item["rendered"]
+    hit = recall(client, sid, "settings.toml kumquat")[0]
+    assert (hit["node_id"], hit["state"], hit["role"]) == (tool, item["state"], "tool")
+    assert hit["text"].startswith("read_file\n") and hit["text"].endswith(output)
+
+
 def test_only_the_heads_lineage_is_searched(client: TestClient) -> None:
     a = start(client)
     append(client, a, "user", input="alpha opening words")
