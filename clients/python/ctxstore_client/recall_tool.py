@@ -15,7 +15,7 @@ which can fix its call, while an exception would end the agent's run.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
 
 from ctxstore_client.errors import InvalidRequest
@@ -50,7 +50,7 @@ class Recaller(Protocol):
 
 
 class AsyncRecaller(Protocol):
-    async def recall(self, session_id: str, q: str, limit: int = 5) -> Any: ...
+    def recall(self, session_id: str, q: str, limit: int = 5) -> Awaitable[Any]: ...
 
 
 def parse_arguments(arguments: str | Mapping[str, Any] | None) -> tuple[str, int] | str:
