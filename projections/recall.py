@@ -30,6 +30,8 @@ from projections.records import NodeRow, SessionRow
 from projections.store import ProjectionStore
 
 FOLDED = "summarized"
+# As revision 0013's GIN index spells it (punctuation made spaces), so that index serves it.
+TSVECTOR = "to_tsvector('english', regexp_replace(text, '[[:punct:]]+', ' ', 'g'))"
 _SQLITE = text(
     "SELECT r.notification_id, r.session_id, r.node_id, r.role, "
     "-bm25(ctx_recall_fts) AS score FROM ctx_recall_fts "
@@ -38,11 +40,11 @@ _SQLITE = text(
     "ORDER BY bm25(ctx_recall_fts), r.notification_id"
 ).bindparams(bindparam("sessions", expanding=True))
 _POSTGRES = text(
-    "SELECT r.notification_id, r.session_id, r.node_id, r.role, "
-    "ts_rank_cd(to_tsvector('english', r.text), query) AS score "
-    "FROM ctx_recall r, to_tsquery('english', :q) AS query "
-    "WHERE to_tsvector('english', r.text) @@ query AND r.session_id IN :sessions "
-    "ORDER BY score DESC, r.notification_id"
+    "SELECT notification_id, session_id, node_id, role, "
+    f"ts_rank_cd({TSVECTOR}, query) AS score "
+    "FROM ctx_recall, to_tsquery('english', :q) AS query "
+    f"WHERE {TSVECTOR} @@ query AND session_id IN :sessions "
+    "ORDER BY score DESC, notification_id"
 ).bindparams(bindparam("sessions", expanding=True))
 _TEXTS = text("SELECT notification_id, text FROM ctx_recall WHERE notification_id IN :ids"
               ).bindparams(bindparam("ids", expanding=True))  # fmt: skip

@@ -10,7 +10,12 @@ database's own and derived from ``text`` alone:
   ``porter unicode61`` so "researching" finds "research", kept by triggers,
   so every insert and delete of a row (a batch, a rebuild, an erasure, an
   online rebuild's switch) updates it in the same transaction.
-* PostgreSQL: a GIN index over ``to_tsvector('english', text)``.
+* PostgreSQL: a GIN index over ``to_tsvector('english', ...)`` of the text with
+  its punctuation made spaces: PostgreSQL's parser would otherwise keep a
+  path, a host or a dotted name (``src/app/main.py``) as one token, where
+  FTS5 and the query's terms (``domain.recall_query``) take their words.
+  ``projections.recall.TSVECTOR`` spells the same expression, so the index
+  serves the query.
 
 Nodes stored before this revision get their rows here (``back_fill``), in
 node order, exactly as the projection writes them (``projections.recall_rows``),
@@ -42,8 +47,8 @@ SQLITE_INDEX = (
     "VALUES ('delete', old.notification_id, old.text); "
     "INSERT INTO ctx_recall_fts(rowid, text) VALUES (new.notification_id, new.text); END",
 )
-POSTGRES_INDEX = ("CREATE INDEX ix_ctx_recall_text ON ctx_recall "
-                  "USING gin (to_tsvector('english', text))")  # fmt: skip
+TSVECTOR = "to_tsvector('english', regexp_replace(text, '[[:punct:]]+', ' ', 'g'))"
+POSTGRES_INDEX = f"CREATE INDEX ix_ctx_recall_text ON ctx_recall USING gin (({TSVECTOR}))"
 PAGE = 1000
 
 
