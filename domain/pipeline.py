@@ -156,7 +156,9 @@ def tool_tokens(ctx: WorkingContext, declared: list[JSON]) -> int:
         used = uses(ctx.items.values())
     else:  # every tool the history used is listed: the index already knows them
         used = dict.fromkeys(ctx.tool_names, True)
-    return definition_tokens(listed_tools(used, declared, ctx.policy.drop_summarized_tools))
+    return definition_tokens(
+        listed_tools(used, declared, ctx.policy.drop_summarized_tools, ctx.policy.recall_tool)
+    )
 
 
 def budget_of(ctx: WorkingContext, session: SessionLike) -> Budget:

@@ -70,6 +70,7 @@ _VALID: dict[str, tuple[str, Any]] = {
     "dedup_tool_results": ("true or false", lambda v: isinstance(v, bool)),
     "drop_summarized_tools": ("true or false", lambda v: isinstance(v, bool)),
     "redact_secrets": ("true or false", lambda v: isinstance(v, bool)),
+    "recall_tool": ("true or false", lambda v: isinstance(v, bool)),
     "keep_thinking_turns": _optional_int(0),
     "extra": ("an object", lambda v: isinstance(v, dict)),
 }  # fmt: skip
@@ -128,6 +129,10 @@ class Policy:
     # ``keep_thinking_turns`` is cleared (rules/thinking.py), batched with aging
     # for the cache, as Anthropic's ``clear_thinking`` does; null keeps it all.
     keep_thinking_turns: int | None = 1
+    # Every request lists a ``recall`` tool (``domain.tool_specs.RECALL_SPEC``) the
+    # model calls to read back folded or cleared content by keywords; the agent
+    # runs it (``ctxstore_client.recall_tool``).  Counted in the budget like any tool.
+    recall_tool: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -210,6 +215,7 @@ ADDED_LATER: dict[str, Any] = {
     "drop_summarized_tools": False,
     "redact_secrets": False,
     "keep_thinking_turns": None,
+    "recall_tool": False,
 }
 
 DEFAULT_POLICY = Policy()

@@ -139,14 +139,15 @@ class _Conversation:
         self.results = []
 
 
-def request_tools(commit: ContextCommit, drop_summarized_tools: bool = False) -> list[Spec]:
+def request_tools(commit: ContextCommit, drop_summarized_tools: bool = False,
+                  recall_tool: bool = False) -> list[Spec]:  # fmt: skip
     """The tools the request lists (``domain.tool_specs``), as providers take their names."""
-    specs = listed_tools(uses(commit.items), commit.tools, drop_summarized_tools)
+    specs = listed_tools(uses(commit.items), commit.tools, drop_summarized_tools, recall_tool)
     return [dict(spec, name=tool_name(spec["name"])) for spec in specs]
 
 
 def render_commit(commit: ContextCommit, drop_summarized_tools: bool = False,
-                  shape: str = "neutral") -> Context:  # fmt: skip
+                  shape: str = "neutral", recall_tool: bool = False) -> Context:  # fmt: skip
     """The neutral request; ``shape`` leaves out the native blocks it cannot carry."""
     system_parts: list[str] = []
     conversation = _Conversation(shape)
@@ -167,7 +168,7 @@ def render_commit(commit: ContextCommit, drop_summarized_tools: bool = False,
             # request on an assistant turn, which Anthropic takes as a prefill.
             conversation.say("user", item.rendered, item.blocks)
     conversation.flush()
-    tools = request_tools(commit, drop_summarized_tools)
+    tools = request_tools(commit, drop_summarized_tools, recall_tool)
     return Context("\n\n".join(system_parts), conversation.messages, tools)
 
 
@@ -215,7 +216,8 @@ SHAPES = ("neutral", "openai", "anthropic", "responses", "gemini", "bedrock")
 
 
 def render_shape(commit: ContextCommit, shape: str, model: str, cache: bool = False,
-                 drop_summarized_tools: bool = False) -> dict[str, Any]:  # fmt: skip
+                 drop_summarized_tools: bool = False,
+                 recall_tool: bool = False) -> dict[str, Any]:  # fmt: skip
     from domain.render_bedrock import to_bedrock
     from domain.render_gemini import to_gemini
     from domain.render_openai import to_openai
@@ -223,7 +225,7 @@ def render_shape(commit: ContextCommit, shape: str, model: str, cache: bool = Fa
 
     if shape not in SHAPES:
         raise ValueError(f"unknown shape {shape!r}: use one of {', '.join(SHAPES)}")
-    ctx = render_commit(commit, drop_summarized_tools, shape)
+    ctx = render_commit(commit, drop_summarized_tools, shape, recall_tool)
     if shape == "openai":
         return to_openai(ctx, model)
     if shape == "anthropic":

@@ -8,6 +8,12 @@ is folded into a summary stays listed unless the policy drops it
 request, and the agent may call the tool again.  The render step lists
 exactly ``listed_tools`` and the budget counts exactly ``definition_tokens``
 of them, so ``/budget`` and ``/render`` cannot disagree.
+
+With the policy's ``recall_tool`` on, every request also lists ``recall``
+(``RECALL_SPEC``), which the agent runs against ``GET /sessions/{sid}/recall``
+to read back what compaction folded; a declared tool of that name wins.
+The client's ``ctxstore_client.recall_tool.RECALL_SPEC`` is the same
+definition (a test checks; the domain imports nothing of the client).
 """
 
 from __future__ import annotations
@@ -22,6 +28,22 @@ from domain.tokens import count_tokens
 Spec = dict[str, Any]
 DEFINITION_OVERHEAD = 8  # tokens a provider adds around one tool definition
 OPEN_SCHEMA: Spec = {"type": "object"}
+RECALL_SPEC: Spec = {
+    "name": "recall",
+    "description": (
+        "Search this conversation's earlier content (folded into summaries, cleared or "
+        "aged out of the context) by keywords: names, numbers, file paths, phrases. "
+        "Returns the original text of the best matching turns and tool results."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 20},
+        },
+        "required": ["query"],
+    },
+}
 
 
 def uses(items: Iterable[Item]) -> dict[str, bool]:
@@ -35,13 +57,17 @@ def uses(items: Iterable[Item]) -> dict[str, bool]:
 
 
 def listed_tools(used: Mapping[str, bool], declared: Sequence[Spec] = (),
-                 drop_summarized: bool = False) -> list[Spec]:  # fmt: skip
-    """Declared tools and the undeclared ones the history used, sorted by name."""
+                 drop_summarized: bool = False, recall: bool = False) -> list[Spec]:  # fmt: skip
+    """Declared tools and the undeclared ones the history used (and ``recall``, when on),
+    sorted by name: its place in the list is as stable as any other tool's."""
     out: dict[str, Spec] = {}
     for spec in declared:
         name = spec["name"]
         if not (drop_summarized and name in used and not used[name]):
             out[name] = spec
+    # A declared ``recall`` wins (even once dropped); an undeclared one's uses list this.
+    if recall and all(spec["name"] != RECALL_SPEC["name"] for spec in declared):
+        out[RECALL_SPEC["name"]] = RECALL_SPEC
     for name, shown in used.items():
         if name not in out and (shown or not drop_summarized):
             out[name] = {"name": name}

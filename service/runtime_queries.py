@@ -122,7 +122,7 @@ class Queries(RuntimeCore):
                     "folded": folds(commit, shape),
                     "warnings": window_warnings(session.model, session.context_window),
                     "request": render_shape(commit, shape, session.model, cache,
-                                            policy.drop_summarized_tools),
+                                            policy.drop_summarized_tools, policy.recall_tool),
                 }  # fmt: skip
                 if self.policy.redact_secrets:  # also items committed before it was on
                     self._rendered[key]["request"] = mask_json(self._rendered[key]["request"])[0]

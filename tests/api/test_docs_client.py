@@ -20,7 +20,8 @@ BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), fla
 
 
 def test_the_page_has_its_examples() -> None:
-    assert len(BLOCKS) == 3  # the client loop, the Agents SDK session, LangChain agents
+    # the client loop, the Agents SDK session, LangChain agents, the recall tool
+    assert len(BLOCKS) == 4
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
@@ -35,5 +36,6 @@ def test_each_python_example_runs_as_written(live_server: str, tmp_path: Path,
                               capture_output=True, text=True, timeout=300)  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    expected = ("x.py sets x to 1.", "You said: Hello", "nodes stored")[index]
+    expected = ("x.py sets x to 1.", "You said: Hello", "nodes stored",
+                "| user | summarized]\nOur ACME invoice number is INV-20931")[index]  # fmt: skip
     assert expected in out, out

@@ -41,6 +41,11 @@ interleave.  ctxstore is append-only, so removing is moving the head:
 * ``clear_session`` starts a new, empty branch: an edit of the first node
   with no content and no items, as a second root.  The old history stays in
   the log and in ``/dag``; nothing is deleted.
+
+``session.recall_tool()`` is a ``FunctionTool`` named ``recall`` bound to the
+session (for a deployment whose policy has ``recall_tool`` on): the model
+reads back folded content through it (``ctxstore_client.recall_tool``), and
+its call and output are items like any other, so they are stored as a tool node.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from ctxstore_client.agents_items import last_items, responses_items
 from ctxstore_client.agents_planner import KEY, Item, Planner, _assistant_text, _items, _plain
 from ctxstore_client.aio import AsyncClient
 from ctxstore_client.errors import Conflict, NotFound
+from ctxstore_client.recall_tool import RECALL_SPEC, run_recall_async
 
 ATTEMPTS = 5  # re-read and retry when another writer moved the session first
 
@@ -166,6 +172,18 @@ class CtxStoreSession:
         if not _items(branch.nodes):
             return
         await self._empty_branch(branch)
+
+    def recall_tool(self) -> Any:
+        """An Agents SDK ``FunctionTool`` named ``recall`` searching this session's folded
+        content; bad arguments are answered as text, for the model to fix its call."""
+        from agents import FunctionTool
+
+        async def invoke(_context: Any, arguments: str) -> str:
+            return await run_recall_async(self.client, self.session_id, arguments)
+
+        return FunctionTool(name=RECALL_SPEC["name"], description=RECALL_SPEC["description"],
+                            params_json_schema=copy.deepcopy(RECALL_SPEC["input_schema"]),
+                            on_invoke_tool=invoke, strict_json_schema=False)  # fmt: skip
 
     # ------------------------------------------------------------- helpers
 

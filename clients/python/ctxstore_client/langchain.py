@@ -31,6 +31,11 @@ taken from the render (so the prompt is counted in the window too).  The
 model's answer is recorded right after the call.  The agent's own state
 (and any checkpointer) still holds everything, as does ctxstore's log.
 
+``CtxStoreMiddleware.create(ctx, ..., recall=True)`` (or ``open``) also registers
+the ``recall`` tool (``ctxstore_client.recall_tool``) with the agent, for a
+deployment whose policy lists it: the model reads folded content back
+through it, and its call and result are recorded like any tool's.
+
 LangChain is imported here only: ``ctxstore_client`` itself never imports this
 module, so the core client works without the ``langchain`` extra.
 """
@@ -52,9 +57,11 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.tools import BaseTool, StructuredTool
 
 from ctxstore_client.agents_planner import _call_id
 from ctxstore_client.errors import NotFound
+from ctxstore_client.recall_tool import RECALL_SPEC, run_recall
 from ctxstore_client.sync import Client
 
 Entry = dict[str, Any]
@@ -63,10 +70,11 @@ Entry = dict[str, Any]
 class CtxStoreMiddleware(AgentMiddleware):
     """Records the agent's messages into one ctxstore session and feeds the model its render."""
 
-    def __init__(self, client: Client, session_id: str) -> None:
+    def __init__(self, client: Client, session_id: str, recall: bool = False) -> None:
         super().__init__()
         self.client = client
         self.session_id = session_id
+        self.tools: list[BaseTool] = [self.recall_tool()] if recall else []
         self._seen: set[str] = set()  # ids of the state's messages already recorded
         self._calls: dict[str, Entry] = {}  # LangChain tool call id -> its tool node's fields
         self._system: str | None = None  # the system prompt last recorded
@@ -74,16 +82,28 @@ class CtxStoreMiddleware(AgentMiddleware):
 
     @classmethod
     def create(cls, client: Client, title: str = "", model: str = "openai:gpt-4o",
-               context_window: int | None = None) -> CtxStoreMiddleware:  # fmt: skip
+               context_window: int | None = None,
+               recall: bool = False) -> CtxStoreMiddleware:  # fmt: skip
         started = client.start_session(title, model, context_window=context_window)
-        return cls(client, started.session_id)
+        return cls(client, started.session_id, recall)
 
     @classmethod
-    def open(cls, client: Client, session_id: str) -> CtxStoreMiddleware:
+    def open(cls, client: Client, session_id: str, recall: bool = False) -> CtxStoreMiddleware:
         """A middleware over an existing session (say, after a restart, with the agent's
         checkpointer): the messages it already holds are not recorded again."""
         client.get_session(session_id)  # unknown (or another tenant's): NotFound now
-        return cls(client, session_id)
+        return cls(client, session_id, recall)
+
+    def recall_tool(self) -> BaseTool:
+        """A LangChain tool named ``recall`` searching this session's folded content."""
+
+        def recall(**arguments: Any) -> str:
+            return run_recall(self.client, self.session_id, arguments)
+
+        return StructuredTool.from_function(
+            recall, name=RECALL_SPEC["name"], description=RECALL_SPEC["description"],
+            args_schema=RECALL_SPEC["input_schema"], infer_schema=False,
+        )  # fmt: skip
 
     # ------------------------------------------------------------- hooks
 
