@@ -43,6 +43,15 @@ class NodesQuery(Query):
     head: str | None = Field(None, description="the branch's last node (default: HEAD)")
 
 
+class RecallQuery(Query):
+    q: str = Field(
+        min_length=1,
+        max_length=2000,
+        description="what to look for: words, names, paths (any state, ORed)",
+    )
+    limit: int = Field(5, ge=1, le=50, description="how many hits, best first")
+
+
 class RenderQuery(Query):
     shape: Literal["neutral", "openai", "anthropic", "responses", "gemini", "bedrock"] = "neutral"
     commit: str | None = None

@@ -165,6 +165,14 @@ async def explain(request: Request) -> Response:
     return JSONResponse(await _query(request, "explain", sid, nid))
 
 
+async def recall(request: Request) -> Response:
+    q = qp.parse_query(request, qp.RecallQuery)
+    # masked by the runtime already: the text only, matched on the original
+    found = await run_in_threadpool(_runtime(request).recall, request.path_params["sid"], q.q,
+                                    q.limit, tenant=tenant_of(request))  # fmt: skip
+    return JSONResponse(found)
+
+
 async def occupancy(request: Request) -> Response:
     _no_query(request)
     return JSONResponse(await _query(request, "occupancy", request.path_params["sid"]))
@@ -224,6 +232,9 @@ ENDPOINTS = [
              response=cr.Timeline),
     Endpoint("GET", f"{S}/explain/{{nid}}", explain, "Why a node's item is in its state",
              response=cr.Explanation, slashed=("nid",)),
+    Endpoint("GET", f"{S}/recall", recall, "Search the original content of every node under "
+             "the head, in any state (folded ones too), best first",
+             query=qp.RecallQuery, response=cr.Recall),
     Endpoint("GET", f"{S}/occupancy", occupancy, "How full the context window is",
              response=cr.Occupancy),
     Endpoint("GET", f"{S}/budget", budget, "The window's budget and its thresholds",

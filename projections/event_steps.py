@@ -17,6 +17,7 @@ from domain import events as ev
 from domain.working_context import WorkingContext
 from projections.erasure import merge_erased
 from projections.expansion import expand_attach, merge_peers
+from projections.recall_rows import recall_row
 from projections.records import EventInfo, NodeRow, SessionRow, dumps
 
 if TYPE_CHECKING:
@@ -34,6 +35,9 @@ def _add_node(projector: Projector, info: EventInfo, session: SessionRow, **fiel
     if projector.working is not None:
         projector.working.grew(node.session_id)
     projector.outbox.nodes.append(node.to_row())
+    recall = recall_row(node)
+    if recall is not None:
+        projector.outbox.recall.append(recall)
     session.head = node.node_id
     session.graph_position = info.notification_id
     return node

@@ -163,7 +163,8 @@ class Outbox:
     transitions: list[dict[str, Any]] = field(default_factory=list)
     usage: list[dict[str, Any]] = field(default_factory=list)
     tool_sets: dict[str, str] = field(default_factory=dict)  # key -> the declared tools' JSON
+    recall: list[dict[str, Any]] = field(default_factory=list)  # ctx_recall: nodes' texts
 
     def __bool__(self) -> bool:
         return bool(self.nodes or self.new_sessions or self.changed_sessions or self.commits
-                    or self.transitions or self.usage or self.tool_sets)  # fmt: skip
+                    or self.transitions or self.usage or self.tool_sets or self.recall)  # fmt: skip

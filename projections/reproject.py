@@ -38,7 +38,7 @@ from projections.working_set import DEFAULT_BUDGET
 
 PAGE = 500
 # Per-session rows, children first (nothing references them, but keep one order).
-SESSION_TABLES = (t.transitions, t.usage, t.commits, t.nodes, t.sessions)
+SESSION_TABLES = (t.transitions, t.usage, t.commits, t.recall, t.nodes, t.sessions)
 
 
 @dataclass(frozen=True)
@@ -130,10 +130,16 @@ def tool_keys(conn: Connection, session_ids: list[str]) -> set[str]:
 
 
 def drop(conn: Connection, session_ids: list[str]) -> None:
-    """Delete every projection row of ``session_ids``."""
+    """Delete every projection row of ``session_ids``.
+
+    On SQLite, deleting a recall row leaves its words in the FTS5 index's
+    older segments (marked deleted) until segments merge: ``optimize`` merges
+    them all now, so the erasure's ``VACUUM`` leaves none of them on disk."""
     for table in SESSION_TABLES:
         for chunk in _chunks(session_ids):
             conn.execute(table.delete().where(table.c.session_id.in_(chunk)))
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("INSERT INTO ctx_recall_fts(ctx_recall_fts) VALUES ('optimize')")
 
 
 def drop_unused_tool_sets(conn: Connection, keys: set[str]) -> None:

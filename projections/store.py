@@ -172,6 +172,7 @@ class ProjectionStore:
         erasure re-projecting sessions of every partition): then every
         tracking row moves to ``position``."""
         self._insert(conn, t.nodes, outbox.nodes)
+        self._insert(conn, t.recall, outbox.recall)
         of = partition if callable(partition) else (lambda _sid, p=partition: p)
         started = [dict(s.to_row(), partition=of(sid)) for sid, s in outbox.new_sessions.items()]
         self._insert(conn, t.sessions, started)

@@ -160,6 +160,28 @@ tool_sets = Table(
     Column("tools", Text, nullable=False),
 )
 
+# What recall searches (revision 0013): each node's original content, whatever its item's
+# state.  The key is the node's event (one event adds one node): on SQLite it is the rowid
+# the FTS5 index ``ctx_recall_fts`` names rows by, so it must survive a VACUUM unchanged.
+# The full-text indexes themselves (FTS5, a GIN over ``to_tsvector``) exist only in the
+# migration: they are derived from ``text`` by the database and hold nothing of their own.
+recall = Table(
+    "ctx_recall",
+    metadata,
+    Column(
+        "notification_id",
+        BigInteger().with_variant(Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("session_id", String(36), nullable=False),
+    Column("node_id", String(64), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("text", Text, nullable=False),
+    Index("ix_ctx_recall_session", "session_id", "seq"),
+)
+
 # Which worker projects which partition, until when (revision 0011).  Not a
 # projection of events: a rebuild neither empties nor digests it.
 leases = Table(
@@ -171,4 +193,4 @@ leases = Table(
 )
 
 # Everything a rebuild drops and recomputes (ctx_rules is history, kept).
-PROJECTION_TABLES = (tracking, sessions, nodes, commits, transitions, usage, tool_sets)
+PROJECTION_TABLES = (tracking, sessions, nodes, commits, transitions, usage, tool_sets, recall)

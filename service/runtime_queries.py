@@ -13,10 +13,11 @@ from domain.catalogue import window_warnings
 from domain.native_blocks import left_out
 from domain.provider_compaction import folds
 from domain.render import render_shape
-from domain.rules.redact import mask_json
+from domain.rules.redact import mask, mask_json
 from projections import queries as q
 from projections import session_queries as sq
 from projections.explain import explain
+from projections.recall import recall
 from projections.session_queries import SessionKey
 from service.runtime_core import RuntimeCore
 from telemetry import probes, tracing
@@ -146,6 +147,20 @@ class Queries(RuntimeCore):
         with self._locked(session_id):
             projector, _ = self._owned(session_id, tenant)
             return explain(projector, self.store, session_id, node_id)
+
+    def recall(self, session_id: str, q: str, limit: int = 5,
+               tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """``{"hits": [...]}``: the ``limit`` nodes under the head whose original content
+        best matches ``q``, whatever their items' state (``projections.recall``)."""
+        if not 1 <= limit <= 50:
+            raise errors.InvalidCommand("limit must be 1..50", limit=limit)
+        with self._locked(session_id):
+            projector, session = self._owned(session_id, tenant)
+            found = recall(projector, self.store, session, q, limit)
+        if self.policy.redact_secrets:  # matched on the original, shown masked
+            for hit in found["hits"]:
+                hit["text"] = mask(hit["text"])[0]
+        return found
 
     def commit_transitions(self, session_id: str, commit_id: str,
                            tenant: str | None = None) -> dict[str, Any]:  # fmt: skip

@@ -60,7 +60,8 @@ def call(client: TestClient, ep: Endpoint, ids: Ids, key: str | None) -> httpx.R
     path = ep.path.format(sid=ids.sid, nid=ids.nid, cid=ids.cid)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     if ep.method == "GET":
-        params = {"once": "1"} if path.endswith("/stream") else {}
+        params = ({"once": "1"} if path.endswith("/stream")
+                  else {"q": "probe"} if path.endswith("/recall") else {})  # fmt: skip
         return client.get(path, params=params, headers=headers)
     if ep.method == "DELETE":
         return client.delete(path, headers=headers)

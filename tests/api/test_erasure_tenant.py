@@ -29,7 +29,7 @@ from tests.api.test_erasure import _store_text
 
 def _rows(runtime: Any, session_id: str) -> list[Any]:
     with runtime.store.engine.connect() as conn:
-        return [tuple(r) for table in (t.sessions, t.nodes, t.commits, t.transitions)
+        return [tuple(r) for table in (t.sessions, t.nodes, t.commits, t.transitions, t.recall)
                 for r in conn.execute(select(table).where(table.c.session_id == session_id)
                                       .order_by(*table.primary_key.columns))]  # fmt: skip
 

@@ -114,6 +114,7 @@ class AsyncClient:
     render = _method(q.render)
     timeline = _method(q.timeline)
     explain = _method(q.explain)
+    recall = _method(q.recall)
     occupancy = _method(q.occupancy)
     budget = _method(q.budget)
     models = _method(q.models)

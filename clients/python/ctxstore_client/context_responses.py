@@ -143,6 +143,26 @@ class Explanation(Answer):
     staged: list[ItemHistory] = []
 
 
+class RecallHit(Answer):
+    """A node whose original content matched, whatever its item shows now."""
+
+    node_id: str
+    session_id: str = Field(
+        description="the node's own session (a branch source, an "
+        "attached or merged one, or this one)"
+    )
+    role: str
+    state: str = Field(description="its item's state at the head: full, aged, cleared, summarized")
+    score: float = Field(description="the engine's relevance; higher is better")
+    text: str = Field(
+        description="the node's original content (masked when the policy redacts secrets)"
+    )
+
+
+class Recall(Answer):
+    hits: list[RecallHit]
+
+
 class Occupancy(Answer):
     session_id: str
     model: str

@@ -1,0 +1,47 @@
+"""The row recall searches for a node: its original content, written with the node's row.
+
+What a node said when it was appended never changes, whatever its item's
+state becomes, so the row is written once, in the batch that writes the
+node, and only an erasure removes it.  The text is the node's own text as
+an item first shows it (``domain.node_text``), a tool's name and arguments
+before its result, cut at ``RECALL_CHARS``: PostgreSQL refuses a
+``tsvector`` over 1 MB, and a recalled hit is read by a model, not restored.
+A node with no text (an attach, a merge) has no row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.node_text import node_texts as natural_texts
+from projections.item_rows import node_texts
+from projections.records import NodeRow
+
+RECALL_CHARS = 100_000
+
+
+def _text(role: str, name: str | None, rendered: str, call: str | None) -> str:
+    parts = (name if role == "tool" else None, call, rendered)
+    return "\n".join(part for part in parts if part)[:RECALL_CHARS]
+
+
+def _row(notification_id: int, session_id: str, node_id: str, seq: int, role: str,
+         text: str) -> dict[str, Any] | None:  # fmt: skip
+    if not text.strip():
+        return None
+    return {"notification_id": notification_id, "session_id": session_id, "node_id": node_id,
+            "seq": seq, "role": role, "text": text}  # fmt: skip
+
+
+def recall_row(node: NodeRow) -> dict[str, Any] | None:
+    """``node``'s recall row (None: nothing to search), from the texts its items use."""
+    natural = node_texts(node)
+    text = _text(node.role, node.name, natural.rendered, natural.call)
+    return _row(node.notification_id, node.session_id, node.node_id, node.seq, node.role, text)
+
+
+def recall_row_of(notification_id: int, session_id: str, node_id: str, seq: int, role: str,
+                  name: str | None, input: Any, output: Any) -> dict[str, Any] | None:  # fmt: skip
+    """The same row from a stored node's columns (the migration's back-fill)."""
+    rendered, call = natural_texts(role, input, output)
+    return _row(notification_id, session_id, node_id, seq, role, _text(role, name, rendered, call))
