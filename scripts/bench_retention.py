@@ -40,7 +40,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -93,57 +92,46 @@ def recalled(rt: Any, sid: str, question: str) -> list[str] | None:
 
 def replay(name: str, conv: dict[str, Any], window: int, policy: Any) -> Tally:
     from domain.tokens import count_tokens
-    from scripts.retention_coding import strings, truncate
-    from service.runtime import Runtime
+    from scripts.retention_coding import bench_session, fed, truncate
 
     turns = turns_of(conv)
     qas = questions(conv)
     position = {t.dia_id: i for i, t in enumerate(turns)}
     sizes = [count_tokens(t.text) for t in turns]
     tally = Tally()
-    with tempfile.TemporaryDirectory() as folder:
-        rt = Runtime(f"sqlite:///{folder}/bench.db", policy=policy)
-        try:
-            sid, _ = rt.execute("start_session", "bench", "openai:gpt-4o",
-                                context_window=window, at=T0)  # fmt: skip
-            sid = str(sid)
-            clock = T0
-            for n, turn in enumerate(turns, start=1):
-                clock += timedelta(seconds=30)
-                kind = "input" if turn.role == "user" else "output"
-                rt.execute("append_node", sid, role=turn.role, at=clock,
-                           **{kind: turn.text})  # fmt: skip
-                if n < FIRST_CHECK or (n - FIRST_CHECK) % EVERY:
+    with bench_session(window, policy) as (rt, sid):
+        clock = T0
+        for n, turn in enumerate(turns, start=1):
+            clock += timedelta(seconds=30)
+            kind = "input" if turn.role == "user" else "output"
+            rt.execute("append_node", sid, role=turn.role, at=clock,
+                       **{kind: turn.text})  # fmt: skip
+            if n < FIRST_CHECK or (n - FIRST_CHECK) % EVERY:
+                continue
+            rendered, history, used = fed(rt, sid)
+            rendered = normalize(rendered)
+            kept, spent = truncate(sizes, n, history)
+            cut = normalize("\n".join(turns[i].text for i in kept))
+            whole = normalize("\n".join(t.text for t in turns[:n]))
+            texts = {k: (v, set(v.split())) for k, v in
+                     (("render", rendered), ("cut", cut), ("whole", whole))}  # fmt: skip
+            if history and sum(sizes[:n]) > history:  # only once it cannot all fit
+                tally.used.append(used / history)
+                tally.cut_used.append(spent / history)
+            for qa in qas:
+                if any(position.get(e, n) >= n for e in qa.evidence):
                     continue
-                request = rt.rendered(sid, "openai")["request"]
-                budget = rt.budget(sid)
-                history = int(budget["history"])
-                rendered = normalize("\n".join(strings(request.get("messages", []))))
-                kept, spent = truncate(sizes, n, history)
-                cut = normalize("\n".join(turns[i].text for i in kept))
-                whole = normalize("\n".join(t.text for t in turns[:n]))
-                texts = {k: (v, set(v.split())) for k, v in
-                         (("render", rendered), ("cut", cut), ("whole", whole))}  # fmt: skip
-                used = int(budget["used"]["history"])
-                if history and sum(sizes[:n]) > history:  # only once it cannot all fit
-                    tally.used.append(used / history)
-                    tally.cut_used.append(spent / history)
-                for qa in qas:
-                    if any(position.get(e, n) >= n for e in qa.evidence):
-                        continue
-                    if not matches(qa.answer, *texts["whole"]):
-                        continue
-                    tally.checks += 1
-                    tally.truncation += matches(qa.answer, *texts["cut"])
-                    in_render = matches(qa.answer, *texts["render"])
-                    tally.ctxstore += in_render
-                    if hasattr(rt, "recall"):  # asked only where the render misses it
-                        hits = [] if in_render else recalled(rt, sid, qa.text) or []
-                        got = normalize("\n".join(hits))
-                        hit = in_render or matches(qa.answer, got, set(got.split()))
-                        tally.recall = (tally.recall or 0) + hit
-        finally:
-            rt.close()
+                if not matches(qa.answer, *texts["whole"]):
+                    continue
+                tally.checks += 1
+                tally.truncation += matches(qa.answer, *texts["cut"])
+                in_render = matches(qa.answer, *texts["render"])
+                tally.ctxstore += in_render
+                if hasattr(rt, "recall"):  # asked only where the render misses it
+                    hits = [] if in_render else recalled(rt, sid, qa.text) or []
+                    got = normalize("\n".join(hits))
+                    hit = in_render or matches(qa.answer, got, set(got.split()))
+                    tally.recall = (tally.recall or 0) + hit
     return tally
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -53,6 +54,30 @@ def strings(value: Any) -> list[str]:
     return []
 
 
+@contextmanager
+def bench_session(window: int, policy: Any) -> Iterator[tuple[Any, str]]:
+    """A real ``Runtime`` on a temporary SQLite store, and a new session at ``window``."""
+    from service.runtime import Runtime
+
+    with tempfile.TemporaryDirectory() as folder:
+        rt = Runtime(f"sqlite:///{folder}/bench.db", policy=policy)
+        try:
+            sid, _ = rt.execute("start_session", "bench", "openai:gpt-4o",
+                                context_window=window, at=T0)  # fmt: skip
+            yield rt, str(sid)
+        finally:
+            rt.close()
+
+
+def fed(rt: Any, sid: str) -> tuple[str, int, int]:
+    """What the model is fed at the head (the OpenAI request's message strings), the
+    history limit and the history tokens the render uses."""
+    request = rt.rendered(sid, "openai")["request"]
+    budget = rt.budget(sid)
+    text = "\n".join(strings(request.get("messages", [])))
+    return text, int(budget["history"]), int(budget["used"]["history"])
+
+
 def truncate(sizes: list[int], n: int, history: int) -> tuple[list[int], int]:
     """Plain truncation: the indexes of the latest of the first ``n`` items fitting
     ``history`` tokens, oldest first, and the tokens they take."""
@@ -72,49 +97,39 @@ def run_coding(window: int, policy: Any, turns: int = CODING_TURNS,
     """The planted run at ``window``, checked at its end; ``recall(rt, sid, question)``
     gives the texts of the top-5 hits, or None where the runtime has no recall."""
     from domain.tokens import count_tokens
-    from service.runtime import Runtime
 
     result = CodingResult()
     texts: list[str] = []
     facts: list[Fact] = []
-    with tempfile.TemporaryDirectory() as folder:
-        rt = Runtime(f"sqlite:///{folder}/bench.db", policy=policy)
-        try:
-            sid, _ = rt.execute("start_session", "bench", "openai:gpt-4o",
-                                context_window=window, at=T0)  # fmt: skip
-            sid = str(sid)
-            clock = T0
-            system = "You are a careful software engineer. Work in small steps."
-            rt.execute("append_node", sid, role="system", at=clock, input=system)
-            for turn, planted_here in planted(turns):
-                clock += timedelta(seconds=45)
-                nodes = ctx_nodes(turn)
-                rt.execute("append_nodes", sid, nodes, at=clock)
-                texts.extend(node_text(n) for n in nodes)
-                facts.extend(planted_here)
-                result.tools += len(turn.tools)
-            request = rt.rendered(sid, "openai")["request"]
-            budget = rt.budget(sid)
-            history = int(budget["history"])
-            render = ["\n".join(strings(request.get("messages", [])))]
-            sizes = [count_tokens(t) for t in texts]
-            kept_at, spent = truncate(sizes, len(texts), history)
-            kept = [texts[i] for i in kept_at]
-            if history and sum(sizes) > history:
-                result.used = int(budget["used"]["history"]) / history
-                result.cut_used = spent / history
-            result.planted = facts
-            for fact in facts:
-                if found(fact.answer, kept):
-                    result.truncation.append(fact)
-                in_render = found(fact.answer, render)
-                if in_render:
-                    result.render.append(fact)
-                hits = None if recall is None else recall(rt, sid, fact.question)
-                if hits is not None:
-                    result.recall = result.recall if result.recall is not None else []
-                    if in_render or found(fact.answer, hits):
-                        result.recall.append(fact)
-        finally:
-            rt.close()
+    with bench_session(window, policy) as (rt, sid):
+        clock = T0
+        system = "You are a careful software engineer. Work in small steps."
+        rt.execute("append_node", sid, role="system", at=clock, input=system)
+        for turn, planted_here in planted(turns):
+            clock += timedelta(seconds=45)
+            nodes = ctx_nodes(turn)
+            rt.execute("append_nodes", sid, nodes, at=clock)
+            texts.extend(node_text(n) for n in nodes)
+            facts.extend(planted_here)
+            result.tools += len(turn.tools)
+        rendered, history, used = fed(rt, sid)
+        render = [rendered]
+        sizes = [count_tokens(t) for t in texts]
+        kept_at, spent = truncate(sizes, len(texts), history)
+        kept = [texts[i] for i in kept_at]
+        if history and sum(sizes) > history:
+            result.used = used / history
+            result.cut_used = spent / history
+        result.planted = facts
+        for fact in facts:
+            if found(fact.answer, kept):
+                result.truncation.append(fact)
+            in_render = found(fact.answer, render)
+            if in_render:
+                result.render.append(fact)
+            hits = None if recall is None else recall(rt, sid, fact.question)
+            if hits is not None:
+                result.recall = result.recall if result.recall is not None else []
+                if in_render or found(fact.answer, hits):
+                    result.recall.append(fact)
     return result
