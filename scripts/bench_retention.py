@@ -57,7 +57,8 @@ if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared_tiktoken.is_dir():
 _PLACES = (ROOT.parent / "shared" / "locomo", ROOT.parent.parent / "shared" / "locomo")
 DATA = next((d for d in _PLACES if d.is_dir()), _PLACES[0])
 
-from scripts.locomo import matches, normalize, questions, turns_of  # noqa: E402
+from scripts.locomo import matches, questions, turns_of  # noqa: E402
+from scripts.planted_facts import normalize  # noqa: E402
 
 T0 = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
 FIRST_CHECK, EVERY = 100, 50
