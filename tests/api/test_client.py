@@ -61,6 +61,7 @@ def test_every_route_through_the_client(client: TestClient, sent: list[httpx.Req
         },
     )
     assert usage.total_used == 90 and ctx.occupancy(sid).total_used == 90
+    assert [(h.node_id, h.session_id) for h in ctx.recall(sid, "side").hits] == [("co1", other)]
     assert ctx.start_run(sid, run_id="run-1").run_id == "run-1"
     assert ctx.finish_run(sid, status="failed").status == "failed"
     assert ctx.switch_model(sid, "local:tiny", context_window=4096).context_window == 4096
@@ -232,6 +233,7 @@ CLIENT_METHODS = {
     ("GET", "/sessions/{sid}/render"): "render",
     ("GET", "/sessions/{sid}/timeline"): "timeline",
     ("GET", "/sessions/{sid}/explain/{nid}"): "explain",
+    ("GET", "/sessions/{sid}/recall"): "recall",
     ("GET", "/sessions/{sid}/occupancy"): "occupancy",
     ("GET", "/sessions/{sid}/budget"): "budget",
     ("GET", "/sessions/{sid}/stream"): "stream",
