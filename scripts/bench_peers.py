@@ -29,14 +29,12 @@ import asyncio
 import json
 import math
 import os
-import random
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +42,7 @@ from typing import Any
 import httpx
 
 from scripts.bench_api import free_port, stop_server, wait_healthy
+from scripts.coding_workload import Turn, ctx_nodes, workload
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN = os.environ.get("CTXSTORE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -52,70 +51,7 @@ if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared_tiktoken.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(_shared_tiktoken)
 
 
-# -- the workload ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Tool:
-    call_id: str
-    name: str
-    args: dict[str, Any]
-    result: str
-
-
-@dataclass(frozen=True)
-class Turn:
-    user: str | None
-    assistant: str
-    tools: tuple[Tool, ...]
-
-
-_WORDS = ("def", "return", "self", "value", "import", "class", "for", "in", "if", "else", "None",
-          "print", "list", "dict", "items", "key", "async", "await", "with", "open")  # fmt: skip
-
-
-def _text(rng: random.Random, size: int) -> str:
-    lines, total = [], 0
-    while total < size:
-        line = "    " * rng.randrange(3) + " ".join(rng.choices(_WORDS, k=rng.randrange(3, 12)))
-        lines.append(line)
-        total += len(line) + 1
-    return "\n".join(lines)[:size]
-
-
-def workload(session: int, turns: int) -> Iterator[Turn]:
-    """The same turns for every system: seeded by the session's index only."""
-    rng = random.Random(1000 + session)
-    files: dict[str, str] = {}
-    for t in range(turns):
-        user = f"Task {t // 10}: {_text(rng, rng.randrange(80, 600))}" if t % 10 == 0 else None
-        tools = []
-        for k in range(rng.randrange(1, 4)):
-            call_id = f"call_{session}_{t}_{k}"
-            if files and rng.random() < 1 / 3:  # a repeated file read
-                path = rng.choice(sorted(files))
-                tools.append(Tool(call_id, "read_file", {"path": path}, files[path]))
-                continue
-            size = int(math.exp(rng.uniform(math.log(200), math.log(20_000))))
-            if rng.random() < 0.5:
-                path = f"src/mod_{t}_{k}.py"
-                files[path] = _text(rng, size)
-                tools.append(Tool(call_id, "read_file", {"path": path}, files[path]))
-            else:
-                cmd = f"pytest -q tests/test_{t}.py"
-                tools.append(Tool(call_id, "run_shell", {"cmd": cmd}, _text(rng, size)))
-        yield Turn(user, _text(rng, rng.randrange(40, 400)), tuple(tools))
-
-
-def ctx_nodes(turn: Turn) -> list[dict[str, Any]]:
-    nodes: list[dict[str, Any]] = []
-    if turn.user is not None:
-        nodes.append({"role": "user", "input": turn.user})
-    nodes.append({"role": "assistant", "output": turn.assistant})
-    for tool in turn.tools:
-        nodes.append({"role": "tool", "name": tool.name, "input": tool.args,
-                      "output": tool.result, "call_id": tool.call_id})  # fmt: skip
-    return nodes
+# -- the workload (scripts/coding_workload.py) ------------------------------------------
 
 
 def sdk_items(turn: Turn) -> list[dict[str, Any]]:
