@@ -192,11 +192,12 @@ SPEC = st.tuples(
 )
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(SPEC, min_size=1, max_size=25))
-def test_random_commits_render_well_formed(
-    specs: list[tuple[str, str, bool, bool, bool, str, str | None, str]],
-) -> None:
+Spec = tuple[str, str, bool, bool, bool, str, str | None, str]
+
+
+def spec_items(specs: list[Spec], blocks: list[Any] | None = None) -> list[Any]:
+    """The commit items ``SPEC`` draws; ``blocks[n]``, where given, are the n-th assistant's
+    content blocks (the shapes' property test draws provider-native ones)."""
     items = []
     for n, (role, state, has_call, has_result, error, text, name, ident) in enumerate(specs):
         state = "summary" if role == "summary" else state
@@ -207,8 +208,17 @@ def test_random_commits_render_well_formed(
                               has_result=has_result, is_error=error))  # fmt: skip
         else:
             body = f"{role} {n}" if text == "text" else text
-            items.append(item(n, role, body, state, item_id=item_id))
-    c = commit(items)
+            extra = {"blocks": blocks[n]} if role == "assistant" and blocks and blocks[n] else {}
+            items.append(item(n, role, body, state, item_id=item_id, **extra))
+    return items
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(SPEC, min_size=1, max_size=25))
+def test_random_commits_render_well_formed(
+    specs: list[tuple[str, str, bool, bool, bool, str, str | None, str]],
+) -> None:
+    c = commit(spec_items(specs))
     anthropic, openai = render_shape(c, "anthropic", MODEL), render_shape(c, "openai", MODEL)
     check_anthropic(anthropic)
     check_openai(openai)

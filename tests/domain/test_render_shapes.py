@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from domain.context import Item
 from domain.native_blocks import family, left_out
 from domain.render import SHAPES, render_shape
-from tests.domain.test_render import MODEL, SPEC, commit, item, sample
+from tests.domain.test_render import MODEL, SPEC, commit, item, sample, spec_items
 from tests.shape_checks import CHECKS, bedrock_ok, gemini_ok, responses_ok
 
 NATIVE = [
@@ -95,21 +95,7 @@ BLOCKS = st.sampled_from([None, *[[b, {"type": "text", "text": "t"}] for b in NA
 def test_random_commits_render_well_formed_in_every_shape(
     specs: list[tuple[tuple[str, str, bool, bool, bool, str, str | None, str], Any]],
 ) -> None:
-    items = []
-    for n, ((role, state, has_call, has_result, error, text, name, ident), blocks) in enumerate(
-        specs
-    ):
-        state = "summary" if role == "summary" else state
-        item_id = f"{ident}{n}"[-64:]
-        if role == "tool":
-            items.append(item(n, role, f"out {n}", state, name=name, item_id=item_id,
-                              call=json.dumps({"n": n}) if has_call else None,
-                              has_result=has_result, is_error=error))  # fmt: skip
-        else:
-            body = f"{role} {n}" if text == "text" else text
-            extra = {"blocks": blocks} if role == "assistant" and blocks else {}
-            items.append(item(n, role, body, state, item_id=item_id, **extra))
-    c = commit(items)
+    c = commit(spec_items([spec for spec, _ in specs], [blocks for _, blocks in specs]))
     for shape, check in CHECKS.items():
         for cache in (False, True):
             request = render_shape(c, shape, MODEL, cache=cache)
