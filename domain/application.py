@@ -34,6 +34,8 @@ class CtxStore(SessionStore):
         "DEEPCOPY_FROM_AGGREGATE_CACHE": "n",
         # A large text is JSON-encoded once, by its command (domain.splicing_transcoder).
         "TRANSCODER_TOPIC": "domain.splicing_transcoder:SplicingTranscoder",
+        # A large state is stored zlib-compressed; an old one reads as before.
+        "COMPRESSOR_TOPIC": "domain.state_compressor:StateCompressor",
     }
 
     # ------------------------------------------------------------- commands

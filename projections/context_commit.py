@@ -21,6 +21,7 @@ from domain.policy import Policy
 from domain.rules.summarize import as_range
 from domain.working_context import WorkingContext
 from projections.item_rows import TextsOf, node_texts, stored_item
+from projections.packed_text import pack
 from projections.records import CommitMeta, EventInfo, NodeRow, SessionRow, dumps
 
 CHECKPOINT_MIN = 64
@@ -90,7 +91,7 @@ def build(
         "rules_version": version, "total_tokens": ctx.total_tokens,
         "event_id": event.event_id, "event_seq": event.seq, "created_at": event.at,
         "checkpoint_id": checkpoint, "delta_count": count, "is_checkpoint": is_checkpoint,
-        "items": dumps(payload if is_checkpoint else delta),
+        "items": pack(dumps(payload if is_checkpoint else delta)),
         "summary_request": dumps(request) if request else None,
         "counts": dumps(counts), "notification_id": event.notification_id,
         "over_window": dumps(result.over_window) if result.over_window else None,

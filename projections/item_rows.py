@@ -22,6 +22,7 @@ from typing import Any
 from domain.context import ITEM_FIELDS, Item, Natural
 from domain.node_text import node_blocks
 from domain.node_text import node_texts as natural_texts
+from projections.packed_text import unpack
 from projections.records import NodeRow
 
 # What an item of a node shows as it first appears, or None when the node is unknown.
@@ -100,7 +101,7 @@ def items_from_rows(rows: list[dict[str, Any]], target: str, texts_of: TextsOf) 
         cursor = json.loads(row["parent_ids"])[0]
     items: dict[str, dict[str, Any]] = {}
     for row in reversed(chain):
-        payload = json.loads(row["items"])
+        payload = json.loads(unpack(row["items"]))
         if row["is_checkpoint"]:
             items = {raw["item_id"]: raw for raw in payload}
             continue

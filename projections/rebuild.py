@@ -23,6 +23,7 @@ from domain.tokens import check_tokenizer
 from projections import partitions as parts
 from projections import tables as t
 from projections import tracking
+from projections.packed_text import unpack
 from projections.parallel_catch_up import catch_up_in_parallel
 from projections.processor import Processor
 from projections.records import dumps
@@ -52,7 +53,11 @@ def digest_on(conn: Connection, layout: bool = True) -> dict[str, str]:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+    """A value as it reads: a packed text (``projections.packed_text``) is its JSON, so a
+    row an older version wrote equals the packed row a rebuild writes of it."""
+    if isinstance(value, str | bytes):
+        return unpack(value)
+    if isinstance(value, bool) or value is None or isinstance(value, int):
         return value
     if isinstance(value, float):
         return repr(value)

@@ -9,6 +9,7 @@ from typing import Any
 from domain.context import Natural
 from domain.node_text import canonical_json
 from domain.tenancy import DEFAULT_TENANT
+from projections.packed_text import pack, unpack
 
 # Canonical JSON (one definition, shared with the write side): rebuilds rely on it.
 dumps = canonical_json
@@ -59,8 +60,8 @@ class NodeRow:
     def to_row(self) -> dict[str, Any]:
         return {
             "node_id": self.node_id, "session_id": self.session_id, "seq": self.seq,
-            "role": self.role, "name": self.name, "input": dumps(self.input),
-            "output": dumps(self.output), "parent": self.parent, "edge": self.edge,
+            "role": self.role, "name": self.name, "input": pack(dumps(self.input)),
+            "output": pack(dumps(self.output)), "parent": self.parent, "edge": self.edge,
             "call_id": self.call_id, "reads": dumps(self.reads), "meta": dumps(self.meta),
             "sibling_of": self.sibling_of, "version_kind": self.version_kind,
             "created_at": self.created_at, "event_id": self.event_id,
@@ -73,7 +74,7 @@ class NodeRow:
         m = row._mapping
         return cls(
             m["node_id"], m["session_id"], m["seq"], m["role"], m["name"],
-            json.loads(m["input"]), json.loads(m["output"]), m["parent"], m["edge"],
+            json.loads(unpack(m["input"])), json.loads(unpack(m["output"])), m["parent"], m["edge"],
             m["call_id"], json.loads(m["reads"]), json.loads(m["meta"]), m["sibling_of"],
             m["version_kind"], m["created_at"], m["event_id"], m["notification_id"],
             json.loads(m["token_counts"]) if m["token_counts"] else None,

@@ -37,8 +37,11 @@ from domain.policy import Policy
 from domain.store_config import sqlalchemy_url
 from projections import tables as t
 from projections import tracking
+from projections.packed_text import stored
 from projections.records import Outbox
 
+# The columns ``projections.packed_text.pack`` may compress, by table.
+PACKED = {t.nodes.name: ("input", "output"), t.commits.name: ("items",)}
 WRITE_OPTION = "ctxstore_writes"  # execution option: this transaction will write
 # What a locked, busy or unreachable database raises, from the event store
 # (eventsourcing) or the projection tables (SQLAlchemy): retryable, not a bug.
@@ -218,6 +221,9 @@ class ProjectionStore:
             statement = self._inserts[table.name] = (sql, itemgetter(*names))
         sql, values = statement
         if self.is_sqlite:
+            if table.name in PACKED:  # a packed text as its bytes (projections.packed_text)
+                rows = [{**row, **{n: stored(row[n]) for n in PACKED[table.name]}}
+                        for row in rows]  # fmt: skip
             conn.exec_driver_sql(sql, [values(row) for row in rows])
             return
         driver = conn.connection.driver_connection

@@ -50,6 +50,15 @@ STORES = [
 ]
 
 
+def incompressible(size: int, seed: int = 0) -> str:
+    """``size`` characters zlib cannot shrink below three quarters: a state made of them
+    stays large once stored compressed (``domain.state_compressor``)."""
+    import base64
+    import random
+
+    return base64.b64encode(random.Random(seed).randbytes(size * 3 // 4 + 3)).decode()[:size]
+
+
 def pg_admin_url() -> str:
     """The admin URL tests create and drop their PostgreSQL databases over."""
     return pg_provider.admin_url()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from projections import packed_text
 from projections import tables as t
 from projections.rebuild import rebuild
 from scripts import bench_projection as bench
@@ -30,4 +31,7 @@ def test_compute_bound_builds_the_commits_a_rebuild_stores(store_url: str) -> No
     in_memory = projector.pending
     assert in_memory.keys() == stored.keys() and len(stored) >= 300
     for commit_id, row in stored.items():
-        assert {k: in_memory[commit_id][k] for k in row} == row
+        built = {k: in_memory[commit_id][k] for k in row}
+        if store_url.startswith("sqlite"):  # a packed text is stored as its bytes there
+            built["items"] = packed_text.stored(built["items"])
+        assert built == row

@@ -4,14 +4,18 @@ A distinctive random marker goes into a session's title and node content,
 into a summary another session recorded over an attached copy of it, and
 into a merged copy in a third session.  After the erasure no table row (on
 PostgreSQL, every table dumped as text) and no byte of the SQLite file and
-its WAL holds it; the other sessions show tombstones; a rebuild equals the
-live projection; every read of the erased session is 404.
+its WAL holds it, nor any compressed value in them once decompressed; the
+other sessions show tombstones; a rebuild equals the live projection; every
+read of the erased session is 404.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import secrets
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from api.app import create_app
+from domain.state_compressor import MAGIC, StateCompressor
+from projections.packed_text import PREFIX, unpack
 from projections.rebuild import rebuild_and_compare
 from scripts import cli
 from service.runtime import Runtime
@@ -40,16 +46,25 @@ def runtime(store_url: str) -> Iterator[Any]:
 
 
 def _store_text(url: str) -> bytes:
-    """Everything the store holds: raw file bytes on SQLite, every row as text on PostgreSQL."""
+    """Everything the store holds: raw file bytes on SQLite, every row as text on PostgreSQL;
+    with, on both, every row as it reads and every compressed value the bytes hold,
+    decompressed (a compressed copy of the content would hide from a scan of raw bytes)."""
     if url.startswith("sqlite"):
+        import sqlite3
+
         path = Path(url[len("sqlite:///") :])
-        return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+        with sqlite3.connect(path) as conn:
+            names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master "
+                                                "WHERE type = 'table'")]  # fmt: skip
+            dump = [_rows(conn.execute(f'SELECT * FROM "{n}"').fetchall()) for n in names]
+        raw = b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+        return "\n".join(dump).encode() + raw + _decompressed(raw)
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
         names = [r[0] for r in conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]  # fmt: skip
-        dump = [repr(conn.execute(f'SELECT * FROM "{n}"').fetchall()) for n in names]
+        dump = [_rows(conn.execute(f'SELECT * FROM "{n}"').fetchall()) for n in names]
         # Rows deleted but not yet vacuumed are invisible to SELECT: read the tables'
         # files themselves (heap and TOAST), flushed to disk first.
         conn.execute("CHECKPOINT")
@@ -59,7 +74,57 @@ def _store_text(url: str) -> bytes:
             "WHERE n.nspname IN ('public', 'pg_toast') AND c.relkind IN ('r', 't') "
             "AND pg_relation_filepath(c.oid) IS NOT NULL AND pg_relation_size(c.oid) > 0"
         ).fetchall()  # fmt: skip
-    return "\n".join(dump).encode() + b"".join(bytes(f[0]) for f in files)
+    raw = b"".join(bytes(f[0]) for f in files)
+    return "\n".join(dump).encode() + raw + _decompressed(raw)
+
+
+def _rows(rows: list[Any]) -> str:
+    """``rows`` as text, each compressed value (an event's state, a packed column) as it
+    reads."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, memoryview | bytes) and bytes(value).startswith(MAGIC):
+            return StateCompressor().decompress(bytes(value))
+        return unpack(value) if isinstance(value, str) else value
+
+    return repr([[plain(v) for v in row] for row in rows])
+
+
+_BASE64 = re.compile(rb"[A-Za-z0-9+/]+={0,2}")
+
+
+def _decompressed(raw: bytes) -> bytes:
+    """What each compressed value in ``raw`` holds, as far as its bytes run on (a value
+    a page break splits is read up to the break)."""
+    out = []
+    for at in _found(raw, MAGIC):
+        out.append(_inflate(raw[at : at + (1 << 22)]))
+    for at in _found(raw, PREFIX.encode()):
+        run = _BASE64.match(raw, at)
+        if run:
+            text = run.group()[: len(run.group()) // 4 * 4]
+            out.append(_inflate(base64.b64decode(text)))
+    return b"".join(out)
+
+
+def _found(raw: bytes, mark: bytes) -> list[int]:
+    starts, at = [], raw.find(mark)
+    while at >= 0:
+        starts.append(at + len(mark))
+        at = raw.find(mark, at + 1)
+    return starts
+
+
+def _inflate(data: bytes) -> bytes:
+    inflater, out = zlib.decompressobj(), []
+    for i in range(0, len(data), 256):
+        try:
+            out.append(inflater.decompress(data[i : i + 256]))
+        except zlib.error:
+            break
+        if inflater.eof:
+            break
+    return b"".join(out)
 
 
 def _scenario(client: TestClient, marker: str) -> dict[str, Any]:
@@ -147,6 +212,10 @@ def test_a_large_node_leaves_no_byte_either(client: TestClient, store_url: str) 
     ok(client.post(f"/sessions/{b}/attach", json={"source_session": a}), 201)
     append(client, b, "user", input="after the attach")
     assert marker.encode() in _store_text(store_url)
+    if store_url.startswith("sqlite"):  # stored compressed only: the scan must decompress
+        path = Path(store_url[len("sqlite:///") :])
+        raw = b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+        assert marker.encode() not in raw and marker.encode() in _decompressed(raw)
     ok(client.delete(f"/sessions/{a}"))
     assert marker.encode() not in _store_text(store_url)
     assert marker not in json.dumps(ok(client.get(f"/sessions/{b}/render")))

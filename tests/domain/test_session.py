@@ -20,6 +20,7 @@ from domain.application import CtxStore
 from domain.limits import MAX_DEPTH
 from domain.node_commands import content_digest
 from domain.session import Session
+from domain.state_compressor import StateCompressor
 from domain.tokens import ENCODING, count_tokens
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -366,7 +367,7 @@ def test_concurrent_writer_loses_and_stores_nothing(app: CtxStore, store_url: st
 def test_node_appended_v1_upcasts(app: CtxStore, store_url: str) -> None:
     sid = seeded(app)
     v2 = stored(app, sid)[1]
-    state = app.mapper.transcoder.decode(v2.state)
+    state = app.mapper.transcoder.decode(StateCompressor().decompress(v2.state))  # as stored
     assert state.pop("class_version") == 3
     del state["reads"], state["digest"], state["token_counts"]
     state.update(node_id="legacy", seq=4, predecessor="t1")
@@ -400,7 +401,7 @@ def test_appended_nodes_record_their_token_counts(app: CtxStore) -> None:
 def test_node_appended_v2_upcasts_to_unmeasured_counts(app: CtxStore) -> None:
     sid = seeded(app)
     v3 = stored(app, sid)[1]
-    state = app.mapper.transcoder.decode(v3.state)
+    state = app.mapper.transcoder.decode(StateCompressor().decompress(v3.state))  # as stored
     state["class_version"] = 2
     del state["token_counts"]
     v2 = replace(v3, state=app.mapper.transcoder.encode(state))

@@ -9,6 +9,7 @@ import pytest
 
 from domain import errors, events
 from domain.application import CtxStore
+from domain.state_compressor import StateCompressor
 from domain.usage import from_fields, from_native
 from tests.domain.test_session import last, refused, seeded, stored
 
@@ -90,7 +91,7 @@ def test_usage_measured_v1_upcasts_to_its_old_total(app: CtxStore) -> None:
     sid = seeded(app)
     app.measure_usage(sid, request_id="r", input_tokens=120, cache_read=100, output_tokens=9)
     v2 = stored(app, sid)[-1]
-    state = app.mapper.transcoder.decode(v2.state)
+    state = app.mapper.transcoder.decode(StateCompressor().decompress(v2.state))  # as stored
     assert state.pop("class_version") == 2
     for key in ("cache_creation", "total_input", "convention", "native"):
         del state[key]

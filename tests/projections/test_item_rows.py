@@ -13,6 +13,7 @@ from domain.context import Item
 from projections import tables as t
 from projections.item_rows import loaded_item, node_texts, stored_item
 from projections.migrate import downgrade, upgrade
+from projections.packed_text import unpack
 from projections.records import NodeRow
 from service.runtime import Runtime
 
@@ -79,9 +80,9 @@ def test_a_tool_result_is_stored_in_its_node_row_only(rt: Runtime) -> None:
         if turn == 0:
             rt.execute("append_node", sid, role="tool", name="grep", input={"q": "x"},
                        output=result, at=T0 + timedelta(minutes=1))  # fmt: skip
-    with rt.store.engine.connect() as conn:
-        stored = [r[0] for r in conn.execute(select(t.commits.c["items"]))]
-        outputs = [r[0] for r in conn.execute(select(t.nodes.c.output))]
+    with rt.store.engine.connect() as conn:  # as the rows read (a large one is compressed)
+        stored = [unpack(r[0]) for r in conn.execute(select(t.commits.c["items"]))]
+        outputs = [unpack(r[0]) for r in conn.execute(select(t.nodes.c.output))]
     copy = "unique result line\\nunique result line"  # the text as JSON stores it
     assert len(stored) == 8
     assert not any(copy in row for row in stored)

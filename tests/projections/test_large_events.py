@@ -18,9 +18,11 @@ from domain.application import CtxStore
 from domain.store_config import PG_RECORDER_TOPIC
 from projections.pg_events import UnpipelinedRecorder
 from service.runtime import Runtime
+from tests.conftest import incompressible
 
 HANG = 120  # seconds: far beyond what these appends take on a loaded machine
-NODE = ("the quick brown fox jumps over the lazy dog " * (4 * 1024 * 1024 // 44))[:4_000_000]
+# incompressible: an event of two stays megabytes once stored (domain.state_compressor)
+NODE = incompressible(4_000_000)
 
 
 def _id(result: Any) -> str:

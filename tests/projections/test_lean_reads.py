@@ -19,6 +19,7 @@ from projections.partitions import hashed
 from projections.pg_events import LARGE_STATE
 from projections.rebuild import rebuild_and_compare
 from service.runtime import Runtime
+from tests.conftest import incompressible
 
 
 def _state_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -46,7 +47,7 @@ def test_large_states_are_read_only_by_their_partition_and_not_read_back(
     if not store_url.startswith("postgresql"):
         pytest.skip("SQLite reads the log on the batch's own connection, whole")
     monkeypatch.setenv("CTXSTORE_PARTITIONS", str(partitions))
-    big = "a large tool result " * (LARGE_STATE // 10)
+    big = "a large tool result " + incompressible(2 * LARGE_STATE)
     rt = Runtime(store_url, auto_compact=False)
     try:
         first = str(rt.app.start_session("big", "local:tiny")[0])
@@ -82,7 +83,7 @@ def test_a_lean_read_leaves_unwanted_large_states_empty(store_url: str) -> None:
     rt = Runtime(store_url, auto_compact=False)
     try:
         sid = str(rt.app.start_session("big", "local:tiny")[0])
-        rt.execute("append_node", sid, role="user", input="x" * LARGE_STATE)
+        rt.execute("append_node", sid, role="user", input=incompressible(2 * LARGE_STATE))
         rt.app.recorder.recent = type(rt.app.recorder.recent)()  # as another process
         with rt.store.engine.connect() as conn:
             stored = rt.app.recorder.select_notifications(start=1, limit=100)
@@ -110,7 +111,7 @@ def test_an_erasure_drops_the_large_states_a_process_remembers(
     from service.erasure import Eraser
 
     monkeypatch.setenv("CTXSTORE_PARTITIONS", str(partitions))
-    secret = "SECRET-" + "s" * LARGE_STATE
+    secret = "SECRET-" + incompressible(2 * LARGE_STATE)
     one, two = Runtime(store_url, auto_compact=False), Runtime(store_url, auto_compact=False)
     try:
         gone = str(one.app.start_session("erased", "local:tiny")[0])

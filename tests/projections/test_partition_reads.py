@@ -17,6 +17,7 @@ import pytest
 from projections.partitions import hashed
 from projections.pg_events import LARGE_STATE
 from service.runtime import Runtime
+from tests.conftest import incompressible
 
 PARTITIONS = 8
 
@@ -46,7 +47,7 @@ def test_a_query_of_a_quiet_partition_reads_no_state_and_looks_once(
     if not store_url.startswith("postgresql"):
         pytest.skip("the read is traced at psycopg's cursor")
     monkeypatch.setenv("CTXSTORE_PARTITIONS", str(PARTITIONS))
-    big = "a large tool result " * (LARGE_STATE // 10)
+    big = "a large tool result " + incompressible(2 * LARGE_STATE)
     writer = Runtime(store_url, auto_compact=False)
     reader = Runtime(store_url, auto_compact=False)  # another process: nothing remembered
     try:

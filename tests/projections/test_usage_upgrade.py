@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from sqlalchemy import create_engine, text
 
+from domain.state_compressor import StateCompressor
 from domain.store_config import sqlalchemy_url
 from projections.migrate import upgrade
 from service.runtime import Runtime
@@ -37,7 +38,7 @@ def test_a_v1_usage_event_in_the_log_projects_as_it_did(store_url: str) -> None:
         rt.execute("measure_usage", sid, request_id="r", input_tokens=4200, cache_read=800)
         app = rt.app
         [v2] = app.recorder.select_events(sid, gt=2)
-        state = app.mapper.transcoder.decode(v2.state)
+        state = app.mapper.transcoder.decode(StateCompressor().decompress(v2.state))  # as stored
         state.update(class_version=1, input_tokens=1000, cache_read=24)
         for key in ("cache_creation", "total_input", "convention", "native"):
             del state[key]
