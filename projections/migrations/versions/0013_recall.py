@@ -74,6 +74,7 @@ def upgrade() -> None:
 
 def back_fill(bind: sa.Connection) -> None:
     """A row for every node already stored, a page at a time in node order."""
+    from projections.packed_text import unpack
     from projections.recall_rows import recall_row_of
 
     nodes = sa.table("ctx_nodes", *(sa.column(n) for n in (
@@ -88,7 +89,7 @@ def back_fill(bind: sa.Connection) -> None:
         if not page:
             return
         rows = [recall_row_of(r.notification_id, r.session_id, r.node_id, r.seq, r.role,
-                              r.name, json.loads(r.input), json.loads(r.output))
+                              r.name, json.loads(unpack(r.input)), json.loads(unpack(r.output)))
                 for r in page]  # fmt: skip
         found = [row for row in rows if row is not None]
         if found:
