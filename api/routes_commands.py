@@ -200,7 +200,8 @@ async def configure_compaction(request: Request) -> Response:
         session_id=sid, **body.model_dump(exclude={"expected_version", "at"}),
         expected_version=body.expected_version, at=body.at))  # fmt: skip
     return _reply(request, 200, sid, version, instructions=body.instructions,
-                  summarizer_model=body.summarizer_model)  # fmt: skip
+                  summarizer_model=body.summarizer_model,
+                  recall_tool=body.recall_tool)  # fmt: skip
 
 
 async def declare_tools(request: Request) -> Response:

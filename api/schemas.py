@@ -259,6 +259,11 @@ class ConfigureCompaction(Command):
     summarizer_model: str | None = Field(
         None, min_length=1, max_length=128, description="the model an LLM summarizer uses"
     )
+    recall_tool: bool | None = Field(
+        None, description="list the ``recall`` tool in this session's requests (true) or not "
+        "(false), whatever the policy's ``recall_tool``; null follows the policy. From the "
+        "next commit on: a change makes a new head commit, commits made are never rewritten",
+    )  # fmt: skip
 
 
 class ToolSpec(Body):

@@ -247,10 +247,12 @@ class CtxStore(SessionStore):
         self, session_id: UUID | str, instructions: str | None = None,
         summarizer_model: str | None = None, expected_version: int | None = None,
         at: datetime | None = None, tenant: str | None = None,
+        recall_tool: bool | None = None,
     ) -> tuple[None, int]:  # fmt: skip
         return self._command(
             session_id, expected_version,
-            lambda s: s.configure_compaction(instructions, summarizer_model, at), tenant,
+            lambda s: s.configure_compaction(instructions, summarizer_model, at, recall_tool),
+            tenant,
         )  # fmt: skip
 
     def declare_tools(

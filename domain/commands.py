@@ -201,6 +201,7 @@ class ConfigureCompaction(Command):
     session_id: SessionId
     instructions: str | None = None
     summarizer_model: str | None = None
+    recall_tool: bool | None = None
     expected_version: int | None = None
     at: datetime | None = None
     tenant: str | None = None
@@ -259,7 +260,8 @@ HANDLERS: dict[type[Command], Handler] = {
     MeasureUsage: lambda app, c: app.measure_usage(c.session_id, c.expected_version, c.tenant,
                                                    **c.report),
     ConfigureCompaction: lambda app, c: app.configure_compaction(
-        c.session_id, c.instructions, c.summarizer_model, c.expected_version, c.at, c.tenant),
+        c.session_id, c.instructions, c.summarizer_model, c.expected_version, c.at, c.tenant,
+        c.recall_tool),
     DeclareTools: lambda app, c: app.declare_tools(c.session_id, c.tools, c.expected_version,
                                                    c.at, c.tenant),
     RecordSummary: lambda app, c: app.record_summary(

@@ -228,14 +228,19 @@ class CompactionConfigured(Aggregate.Event):
     ``instructions`` go to the summarizer with every request (what to keep,
     in which language, ...); ``summarizer_model`` picks the model an LLM
     summarizer uses for this session.  ``None`` clears a setting.
+    ``recall_tool`` lists the ``recall`` tool in this session's requests (true)
+    or not (false) whatever the policy says; ``None`` follows the policy.
+    Events recorded before it existed load with ``None``.
     """
 
     instructions: str | None
     summarizer_model: str | None
+    recall_tool: bool | None = None
 
     def apply(self, aggregate: Any) -> None:
         aggregate.compaction = {"instructions": self.instructions,
-                                "summarizer_model": self.summarizer_model}  # fmt: skip
+                                "summarizer_model": self.summarizer_model,
+                                "recall_tool": self.recall_tool}  # fmt: skip
 
 
 class ToolsDeclared(Aggregate.Event):

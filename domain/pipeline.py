@@ -28,7 +28,7 @@ from domain.rules.tool_aging import age_one
 from domain.rules.truncation import cap_item
 from domain.rules.window_guard import guard_window
 from domain.tokens import node_item_tokens
-from domain.tool_specs import definition_tokens, listed_tools, uses
+from domain.tool_specs import definition_tokens, listed_tools, recall_listed, uses
 from domain.working_context import WorkingContext
 
 JSON = dict[str, Any]
@@ -53,6 +53,7 @@ class SessionLike(Protocol):
     context_window: int | None
     pinned: list[str]
     tools: list[JSON]  # the tools it declared (ToolsDeclared)
+    compaction: JSON | None  # CompactionConfigured: its ``recall_tool`` overrides the policy
 
 
 Texts = Callable[[Any], Natural]  # what an item of a node first shows
@@ -150,29 +151,28 @@ def sync_pins(ctx: WorkingContext, pinned: set[str]) -> None:
             ctx.set_locked(item, True)
 
 
-def tool_tokens(ctx: WorkingContext, declared: list[JSON]) -> int:
+def tool_tokens(ctx: WorkingContext, session: SessionLike) -> int:
     """The tool definitions ``render`` lists (``domain.tool_specs``), counted."""
     if ctx.policy.drop_summarized_tools:
         used = uses(ctx.items.values())
     else:  # every tool the history used is listed: the index already knows them
         used = dict.fromkeys(ctx.tool_names, True)
+    recall = recall_listed(session.compaction, ctx.policy.recall_tool)
     return definition_tokens(
-        listed_tools(used, declared, ctx.policy.drop_summarized_tools, ctx.policy.recall_tool)
+        listed_tools(used, session.tools, ctx.policy.drop_summarized_tools, recall)
     )
 
 
 def budget_of(ctx: WorkingContext, session: SessionLike) -> Budget:
     window, _ = window_for(session.model, session.context_window)
-    return Budget.split(window, ctx.system_tokens, tool_tokens(ctx, session.tools), ctx.policy)
+    return Budget.split(window, ctx.system_tokens, tool_tokens(ctx, session), ctx.policy)
 
 
 def run_rules(ctx: WorkingContext, session: SessionLike, now: float) -> StepResult:
     """The rules, in order, on a context whose items are in place."""
     budget = budget_of(ctx, session)
     run_batched_rules(ctx, budget, now)
-    recount = (
-        (lambda: tool_tokens(ctx, session.tools)) if ctx.policy.drop_summarized_tools else None
-    )
+    recount = (lambda: tool_tokens(ctx, session)) if ctx.policy.drop_summarized_tools else None
     over = guard_window(ctx, budget, recount) if ctx.policy.generation >= 2 else None
     return StepResult(summary_request(ctx, budget), over)
 

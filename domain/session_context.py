@@ -180,13 +180,18 @@ class ContextCommands(SessionPart):
         instructions: str | None = None,
         summarizer_model: str | None = None,
         at: datetime | None = None,
+        recall_tool: bool | None = None,
     ) -> None:
-        """Per-session summarizer instructions and model (each ``None`` to clear)."""
+        """Per-session summarizer instructions and model (each ``None`` to clear), and
+        whether requests list ``recall`` (``None``: as the policy says)."""
         check_label("instructions", instructions, MAX_INSTRUCTIONS)
         if summarizer_model is not None:
             check_id("summarizer_model", summarizer_model, MAX_LABEL)
+        if recall_tool is not None and not isinstance(recall_tool, bool):
+            raise errors.InvalidCommand("recall_tool must be true, false or null")
         self.trigger_event(CompactionConfigured, instructions=instructions or None,
-                           summarizer_model=summarizer_model, timestamp=at)  # fmt: skip
+                           summarizer_model=summarizer_model, recall_tool=recall_tool,
+                           timestamp=at)  # fmt: skip
 
     def declare_tools(self, tools: list[JSON], at: datetime | None = None) -> None:
         """The tools requests offer from now on: name, description, JSON schema each."""

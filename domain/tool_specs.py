@@ -12,6 +12,9 @@ of them, so ``/budget`` and ``/render`` cannot disagree.
 With the policy's ``recall_tool`` on, every request also lists ``recall``
 (``RECALL_SPEC``), which the agent runs against ``GET /sessions/{sid}/recall``
 to read back what compaction folded; a declared tool of that name wins.
+A session's own ``recall_tool`` (``POST /sessions/{sid}/compaction``)
+overrides the policy both ways (``recall_listed``); the budget step and the
+render both ask it, so they still list the same tools.
 The client's ``ctxstore_client.recall_tool.RECALL_SPEC`` is the same
 definition (a test checks; the domain imports nothing of the client).
 """
@@ -44,6 +47,13 @@ RECALL_SPEC: Spec = {
         "required": ["query"],
     },
 }
+
+
+def recall_listed(compaction: Mapping[str, Any] | None, policy_on: bool) -> bool:
+    """Whether requests list ``recall``: the session's setting if it made one, else
+    the policy's (``policy_on``, of the policy the commit is made under)."""
+    chosen = compaction.get("recall_tool") if compaction else None
+    return policy_on if chosen is None else bool(chosen)
 
 
 def uses(items: Iterable[Item]) -> dict[str, bool]:

@@ -130,8 +130,20 @@ def on_tools(projector: Projector, event: Any, info: EventInfo, session: Session
 
 
 def on_compaction(projector: Projector, event: Any, info: EventInfo, session: SessionRow) -> None:
-    settings = {"instructions": event.instructions, "summarizer_model": event.summarizer_model}
+    """The settings, shown by ``GET /sessions/{sid}``; a changed ``recall_tool`` recommits.
+
+    Whether requests list ``recall`` changes what the budget counts, so, as a
+    tool declaration does, a change makes a new head commit at once, whose
+    guard folds with the tool counted (or not) from then on; commits already
+    made are never rewritten.  Instructions and model change no commit.
+    """
+    before = (session.compaction or {}).get("recall_tool")
+    settings = {"instructions": event.instructions, "summarizer_model": event.summarizer_model,
+                "recall_tool": event.recall_tool}  # fmt: skip
     session.compaction = settings if any(v is not None for v in settings.values()) else None
+    if event.recall_tool != before:
+        session.graph_position = info.notification_id  # a usage report before it measured less
+        projector.recommit_head(info, session)
 
 
 def on_usage(projector: Projector, event: Any, info: EventInfo, session: SessionRow) -> None:

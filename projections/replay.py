@@ -27,6 +27,7 @@ from domain.context import ContextCommit
 from domain.policy import Policy
 from domain.render import render_shape
 from domain.rules.summarize import with_item_ids
+from domain.tool_specs import recall_listed
 from projections.projector import Projector
 from projections.records import Outbox, SessionRow
 from projections.store import ProjectionStore
@@ -74,6 +75,7 @@ def context_at(app: CtxStore, store: ProjectionStore | None, session_id: str,
     wanted = related_sessions(app, sid)
     starts, policies = _policies(store)
     stored: dict[str, list[dict[str, Any]]] = {}  # checkpoint id -> commit rows made so far
+    tool_sets: dict[str, str] = {}  # ctx_tool_sets: key -> the declared tools' JSON
 
     def policy_at(notification_id: int) -> Policy:
         return policies[max(bisect.bisect_right(starts, notification_id) - 1, 0)]
@@ -95,16 +97,18 @@ def context_at(app: CtxStore, store: ProjectionStore | None, session_id: str,
                 break
         for made in projector.pending.values():  # as the processor's write would keep them
             stored.setdefault(made["checkpoint_id"], []).append(made)
+        tool_sets.update(projector.outbox.tool_sets)
         projector.pending.clear()
         projector.outbox = Outbox()
     row = projector.dag.sessions[sid]
     commit_id = projector.commit_at(sid, row.head) if row.head else None
     if commit_id is None:
         raise errors.NotFound(f"the session has no commit at event {version}: no node yet")
-    return _commit(projector, commit_id), row
+    return _commit(projector, commit_id, tool_sets), row
 
 
-def _commit(projector: Projector, commit_id: str) -> ContextCommit:
+def _commit(projector: Projector, commit_id: str,
+            tool_sets: dict[str, str] | None = None) -> ContextCommit:  # fmt: skip
     meta = projector.commits[commit_id]
     row = next(r for r in projector.rows_for(meta.checkpoint_id) if r["commit_id"] == commit_id)
     items = tuple(projector.items_of(commit_id))
@@ -115,11 +119,26 @@ def _commit(projector: Projector, commit_id: str) -> ContextCommit:
         total_tokens=row["total_tokens"], event_id=row["event_id"], event_seq=row["event_seq"],
         created_at=row["created_at"], items=items,
         summary_request=with_item_ids(request, items) if request else None,
+        tools=tuple(json.loads(tool_sets[row["tools"]]))
+        if tool_sets and row.get("tools") else (),
     )  # fmt: skip
 
 
 def request_at(app: CtxStore, store: ProjectionStore | None, session_id: str, version: int,
                shape: str) -> dict[str, Any]:  # fmt: skip
-    """The provider request ``/render?shape=`` gave right after event ``version``."""
+    """The provider request ``/render?shape=`` gave right after event ``version``: its
+    declared tools, and the tool list the commit's policy and the session's
+    ``recall_tool`` made (``service.runtime_queries``); secrets are not masked."""
     commit, session = context_at(app, store, session_id, version)
-    return render_shape(commit, shape, session.model)
+    policies = _policies(store)[1]
+    policy = next(
+        (p for p in reversed(policies) if p.rules_version == commit.rules_version), policies[-1]
+    )  # as ``Processor.policy_of`` finds it
+    return render_shape(
+        commit,
+        shape,
+        session.model,
+        False,
+        policy.drop_summarized_tools,
+        recall_listed(session.compaction, policy.recall_tool),
+    )

@@ -14,6 +14,7 @@ from domain.native_blocks import left_out
 from domain.provider_compaction import folds
 from domain.render import render_shape
 from domain.rules.redact import mask, mask_json
+from domain.tool_specs import recall_listed
 from projections import queries as q
 from projections import session_queries as sq
 from projections.explain import explain
@@ -122,7 +123,8 @@ class Queries(RuntimeCore):
                     "folded": folds(commit, shape),
                     "warnings": window_warnings(session.model, session.context_window),
                     "request": render_shape(commit, shape, session.model, cache,
-                                            policy.drop_summarized_tools, policy.recall_tool),
+                                            policy.drop_summarized_tools,
+                                            recall_listed(session.compaction, policy.recall_tool)),
                 }  # fmt: skip
                 if self.policy.redact_secrets:  # also items committed before it was on
                     self._rendered[key]["request"] = mask_json(self._rendered[key]["request"])[0]

@@ -52,3 +52,29 @@ def test_compaction_settings_over_http(client: TestClient) -> None:
     assert too_long.status_code == 422
     events = client.get(f"/sessions/{sid}/events").json()["events"]
     assert events[-1]["type"] == "CompactionConfigured"
+
+
+def test_recall_tool_per_session_over_http(client: TestClient) -> None:
+    """``recall_tool`` on one session of a policy-off deployment: shown, listed, counted."""
+    from api.client import Client
+    from domain.tool_specs import RECALL_SPEC, definition_tokens
+
+    sid = post(client, "/sessions", {"model": "openai:gpt-4o"})["session_id"]
+    s = f"/sessions/{sid}"
+    post(client, f"{s}/nodes", {"role": "user", "input": "hello"})
+    done = post(client, f"{s}/compaction", {"recall_tool": True})
+    assert (done["recall_tool"], done["instructions"]) == (True, None)
+    assert client.get(s).json()["compaction"]["recall_tool"] is True
+    render = client.get(f"{s}/render", params={"shape": "anthropic"}).json()
+    assert render["request"]["tools"] == [RECALL_SPEC]
+    assert client.get(f"{s}/budget").json()["tools"] == definition_tokens([RECALL_SPEC])
+    for bad in ("yes", 1, [True]):
+        refused = client.post(f"{s}/compaction", json={"recall_tool": bad})
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["code"] == "invalid_request"
+    ctx = Client(http=client)
+    off = ctx.configure_compaction(sid, recall_tool=False)
+    assert off.recall_tool is False and ctx.budget(sid).tools == 0
+    assert "tools" not in ctx.render(sid, shape="openai").request
+    assert ctx.configure_compaction(sid).recall_tool is None  # back to the policy (off)
+    assert client.get(s).json()["compaction"] is None

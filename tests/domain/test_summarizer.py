@@ -232,7 +232,8 @@ def test_compaction_settings_are_events_the_next_summary_follows(
         assert "Answer in French." in provider.requests[-1]["body"]["messages"][0]["content"]
         [row] = [s for s in rt.sessions() if s["session_id"] == str(sid)]
         assert row["compaction"] == {"instructions": "Answer in French.",
-                                     "summarizer_model": "petit-modele"}  # fmt: skip
+                                     "summarizer_model": "petit-modele",
+                                     "recall_tool": None}  # fmt: skip
         rt.execute("configure_compaction", sid, None, None, at=t0)
         [row] = [s for s in rt.sessions() if s["session_id"] == str(sid)]
         assert row["compaction"] is None

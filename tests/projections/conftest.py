@@ -37,6 +37,16 @@ def rt_thinking(store_url: str) -> Iterator[Runtime]:
 
 
 @pytest.fixture
+def rt_recall(store_url: str) -> Iterator[Runtime]:
+    """``rt`` on a deployment whose policy lists the ``recall`` tool in every request."""
+    runtime = Runtime(store_url, auto_compact=False, policy=immediate_policy(recall_tool=True))
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+@pytest.fixture
 def pg_recorder(store_url: str) -> Iterator[Any]:
     """The PostgreSQL store's event recorder (``UnpipelinedRecorder``); skips on SQLite."""
     from domain.application import CtxStore

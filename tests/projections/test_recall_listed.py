@@ -7,10 +7,6 @@ included, and a small window still holds its whole request.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from domain.render import SHAPES
 from domain.tool_specs import RECALL_SPEC, definition_tokens
 from service.runtime import Runtime
@@ -19,15 +15,6 @@ from tests.domain.test_recall_spec import names
 from tests.projections.test_context_commit import add, at, start
 from tests.projections.test_drop_in_requests import TOOLS, anthropic_ok, openai_ok
 from tests.shape_checks import CHECKS
-
-
-@pytest.fixture
-def rt_recall(store_url: str) -> Iterator[Runtime]:
-    runtime = Runtime(store_url, auto_compact=False, policy=immediate_policy(recall_tool=True))
-    try:
-        yield runtime
-    finally:
-        runtime.close()
 
 
 def conversation(rt: Runtime, window: int | None = None) -> str:

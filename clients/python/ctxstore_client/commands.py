@@ -180,14 +180,17 @@ def configure_compaction(
     *,
     instructions: str | None = None,
     summarizer_model: str | None = None,
+    recall_tool: bool | None = None,
     expected_version: int | None = None,
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.CompactionSet]:
-    """The summarizer's instructions and model for this session (``None`` clears one)."""
+    """The summarizer's instructions and model for this session (``None`` clears one), and
+    whether its requests list the ``recall`` tool (``None``: as the server's policy says)."""
     return _post(_s(session_id, "compaction"), m.CompactionSet, idempotency_key,
                  instructions=instructions, summarizer_model=summarizer_model,
-                 expected_version=expected_version, at=_at(at))  # fmt: skip
+                 recall_tool=recall_tool, expected_version=expected_version,
+                 at=_at(at))  # fmt: skip
 
 
 def compact(

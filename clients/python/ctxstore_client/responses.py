@@ -101,6 +101,7 @@ class ToolsDeclared(CommandAnswer):
 class CompactionSet(CommandAnswer):
     instructions: str | None
     summarizer_model: str | None
+    recall_tool: bool | None = None  # null: the policy's ``recall_tool`` decides
 
 
 class Compacted(CommandAnswer):
