@@ -12,7 +12,8 @@ a source's nodes after the branch point never answer.
 A hit's ``state`` is what the head's commit shows of the node: its own item,
 else a copy an attach or merge brought in, else the item in the commit the
 attach or merge copied from; a node shown by none of them was folded away
-before it was copied (``summarized``).
+before it was copied (``summarized``).  ``hidden`` keeps only hits whose
+state is not ``full``, checked before ``limit`` counts them.
 """
 
 from __future__ import annotations
@@ -108,8 +109,11 @@ def _candidates(conn: Connection, sqlite: bool, terms: list[str],
 
 
 def recall(projector: Projector, store: ProjectionStore, session: SessionRow, query: str,
-           limit: int) -> dict[str, Any]:  # fmt: skip
-    """The ``limit`` best hits for ``query`` among the nodes ``session``'s head descends from."""
+           limit: int, hidden: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The ``limit`` best hits for ``query`` among the nodes ``session``'s head descends from;
+    with ``hidden``, only those whose state is not ``full``: a search for what the model
+    cannot read now, so its few hits are not spent on what is already in the context (the
+    question itself, the pending tool call)."""
     terms = recall_terms(query)
     head = projector.dag.resolve(session.session_id, session.head) if session.head else None
     if not terms or head is None:
@@ -118,17 +122,6 @@ def recall(projector: Projector, store: ProjectionStore, session: SessionRow, qu
     lineage = _Lineage(projector)
     lineage.walk(head, head_commit, session.session_id)
     sessions = sorted({node.session_id for node, _, _ in lineage.nodes.values()})
-    found: list[Any] = []
-    with store.engine.connect() as conn:
-        for row in _candidates(conn, store.is_sqlite, terms, sessions):
-            if node_key(row.session_id, row.node_id) in lineage.nodes:
-                found.append(row)
-                if len(found) == limit:
-                    break
-        texts: dict[int, str] = {}
-        if found:
-            ids = [r.notification_id for r in found]
-            texts.update((int(i), str(v)) for i, v in conn.execute(_TEXTS, {"ids": ids}))
     items: dict[tuple[str, str], list[Item]] = {}
 
     def items_of(commit_id: str | None, viewer: str) -> list[Item]:
@@ -139,14 +132,31 @@ def recall(projector: Projector, store: ProjectionStore, session: SessionRow, qu
             items[commit_id, viewer] = projector.items_as(commit_id, viewer)
         return items[commit_id, viewer]
 
-    hits = []
-    for row in found:
-        node, via_commit, via = lineage.nodes[node_key(row.session_id, row.node_id)]
+    def state_of(node: NodeRow, via_commit: str | None, via: str) -> str:
         sid = session.session_id
         state = _shown(items_of(head_commit, sid), projector.dag.name_in(sid, node))
         if state is None and via_commit is not None:
             state = _shown(items_of(via_commit, via), projector.dag.name_in(via, node))
-        hits.append({"node_id": node.node_id, "session_id": node.session_id, "role": node.role,
-                     "state": state or FOLDED, "score": float(row.score),
-                     "text": texts.get(int(row.notification_id), "")})  # fmt: skip
+        return state or FOLDED
+
+    found: list[tuple[Any, NodeRow, str]] = []
+    with store.engine.connect() as conn:
+        for row in _candidates(conn, store.is_sqlite, terms, sessions):
+            entry = lineage.nodes.get(node_key(row.session_id, row.node_id))
+            if entry is None:
+                continue
+            state = state_of(*entry)
+            if hidden and state == "full":
+                continue
+            found.append((row, entry[0], state))
+            if len(found) == limit:
+                break
+        texts: dict[int, str] = {}
+        if found:
+            ids = [r.notification_id for r, _, _ in found]
+            texts.update((int(i), str(v)) for i, v in conn.execute(_TEXTS, {"ids": ids}))
+    hits = [{"node_id": node.node_id, "session_id": node.session_id, "role": node.role,
+             "state": state, "score": float(row.score),
+             "text": texts.get(int(row.notification_id), "")}
+            for row, node, state in found]  # fmt: skip
     return {"hits": hits}

@@ -148,15 +148,16 @@ class Queries(RuntimeCore):
             projector, _ = self._owned(session_id, tenant)
             return explain(projector, self.store, session_id, node_id)
 
-    def recall(self, session_id: str, q: str, limit: int = 5,
+    def recall(self, session_id: str, q: str, limit: int = 5, hidden: bool = False,
                tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
         """``{"hits": [...]}``: the ``limit`` nodes under the head whose original content
-        best matches ``q``, whatever their items' state (``projections.recall``)."""
+        best matches ``q``, whatever their items' state (``projections.recall``); with
+        ``hidden`` only those the head does not show in full."""
         if not 1 <= limit <= 50:
             raise errors.InvalidCommand("limit must be 1..50", limit=limit)
         with self._locked(session_id):
             projector, session = self._owned(session_id, tenant)
-            found = recall(projector, self.store, session, q, limit)
+            found = recall(projector, self.store, session, q, limit, hidden=hidden)
         if self.policy.redact_secrets:  # matched on the original, shown masked
             for hit in found["hits"]:
                 hit["text"] = mask(hit["text"])[0]
