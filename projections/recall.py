@@ -13,7 +13,10 @@ A hit's ``state`` is what the head's commit shows of the node: its own item,
 else a copy an attach or merge brought in, else the item in the commit the
 attach or merge copied from; a node shown by none of them was folded away
 before it was copied (``summarized``).  ``hidden`` keeps only hits whose
-state is not ``full``, checked before ``limit`` counts them.
+state is not ``full``, checked before ``limit`` counts them.  Each hit also
+carries ``next_text``, the start of the node after it under the head (the
+reply to a question that matched, the result of a call): in a conversation
+the words of a question are often asked where its answer is not.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ _POSTGRES = text(
 ).bindparams(bindparam("sessions", expanding=True))
 _TEXTS = text("SELECT notification_id, text FROM ctx_recall WHERE notification_id IN :ids"
               ).bindparams(bindparam("ids", expanding=True))  # fmt: skip
+_BY_NODE = text("SELECT session_id, node_id, text FROM ctx_recall WHERE node_id IN :ids"
+                ).bindparams(bindparam("ids", expanding=True))  # fmt: skip
 
 
 class _Lineage:
@@ -57,13 +62,17 @@ class _Lineage:
     def __init__(self, projector: Projector) -> None:
         self.projector = projector
         self.nodes: dict[str, tuple[NodeRow, str | None, str]] = {}  # key -> (node, commit, via)
+        self.after: dict[str, NodeRow] = {}  # key -> the node after it in its head's order
 
     def walk(self, head: NodeRow, commit_id: str | None, via: str) -> None:
         dag = self.projector.dag
         stack = [(head, commit_id, via)]
         while stack:
             start, commit, viewer = stack.pop()
-            for node in dag.visible(start):
+            shown = dag.visible(start)
+            for node, later in zip(shown, shown[1:], strict=False):
+                self.after.setdefault(node.key, later)
+            for node in shown:
                 if node.key in self.nodes:
                     continue
                 self.nodes[node.key] = (node, commit, viewer)
@@ -152,11 +161,20 @@ def recall(projector: Projector, store: ProjectionStore, session: SessionRow, qu
             if len(found) == limit:
                 break
         texts: dict[int, str] = {}
+        later: dict[str, str] = {}
         if found:
             ids = [r.notification_id for r, _, _ in found]
             texts.update((int(i), str(v)) for i, v in conn.execute(_TEXTS, {"ids": ids}))
-    hits = [{"node_id": node.node_id, "session_id": node.session_id, "role": node.role,
-             "state": state, "score": float(row.score),
-             "text": texts.get(int(row.notification_id), "")}
-            for row, node, state in found]  # fmt: skip
+            wanted = {n.key: n for _, node, _ in found if (n := lineage.after.get(node.key))}
+            if wanted:  # an empty IN is typed integer on PostgreSQL
+                ids = sorted({n.node_id for n in wanted.values()})
+                later.update((k, str(t)) for sid, nid, t in conn.execute(_BY_NODE, {"ids": ids})
+                             if (k := node_key(sid, nid)) in wanted)  # fmt: skip
+    hits = []
+    for row, node, state in found:
+        after = lineage.after.get(node.key)
+        hits.append({"node_id": node.node_id, "session_id": node.session_id, "role": node.role,
+                     "state": state, "score": float(row.score),
+                     "text": texts.get(int(row.notification_id), ""),
+                     "next_text": later.get(after.key, "") if after else ""})  # fmt: skip
     return {"hits": hits}

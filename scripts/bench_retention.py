@@ -89,7 +89,8 @@ def recalled(rt: Any, sid: str, question: str) -> list[str] | None:
     if not hasattr(rt, "recall"):
         return None
     hits = rt.recall(sid, question, limit=5, hidden=True)["hits"]
-    return [str(hit.get("text", "")) for hit in hits]
+    # what the recall tool shows the model: each hit and the start of the node after it
+    return [f"{hit.get('text', '')}\n{hit.get('next_text', '')}" for hit in hits]
 
 
 def replay(name: str, conv: dict[str, Any], window: int, policy: Any) -> Tally:

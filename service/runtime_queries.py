@@ -25,6 +25,9 @@ from telemetry import probes, tracing
 RENDER_CACHE = 256
 
 
+NEXT_CAP = 1_000  # characters of a hit's following node: its answer, not a transcript
+
+
 class Queries(RuntimeCore):
     """What a client reads: sessions, commits, renders, timelines, budgets."""
 
@@ -158,9 +161,11 @@ class Queries(RuntimeCore):
         with self._locked(session_id):
             projector, session = self._owned(session_id, tenant)
             found = recall(projector, self.store, session, q, limit, hidden=hidden)
-        if self.policy.redact_secrets:  # matched on the original, shown masked
-            for hit in found["hits"]:
+        for hit in found["hits"]:
+            if self.policy.redact_secrets:  # matched on the original, shown masked
                 hit["text"] = mask(hit["text"])[0]
+                hit["next_text"] = mask(hit["next_text"])[0]
+            hit["next_text"] = hit["next_text"][:NEXT_CAP]  # cut after masking: no half secret
         return found
 
     def commit_transitions(self, session_id: str, commit_id: str,

@@ -74,6 +74,8 @@ def test_a_summarized_node_is_found_by_its_original_text(client: TestClient) -> 
         assert hits[0]["node_id"] == words[word] and hits[0]["session_id"] == sid
         assert hits[0]["state"] == "summarized" and hits[0]["role"] == "user"
         assert hits[0]["text"] == f"we were researching {word} today"
+        # the node after it under the head comes along: where a question's answer is
+        assert hits[0]["next_text"] == f"noted round {word[5]}"
     # stemmed: "research" finds "researching"; best first, every state as the head shows it
     hits = recall(client, sid, "research", limit=50)
     assert {h["node_id"] for h in hits} == set(words.values())

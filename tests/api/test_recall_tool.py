@@ -155,7 +155,7 @@ def test_run_recall_brings_folded_text_back(recalling_server: str) -> None:
         assert tools == [RECALL_SPEC], "the policy lists the tool"
         text = run_recall(ctx, sid, '{"query": "ACME invoice number", "limit": 3}')
         assert text.startswith("recall: ") and FACT in text
-        assert "| user | summarized]" in text
+        assert "| user | summarized]" in text and f"{FACT}\n[next] Noted." in text
         shown = run_recall(ctx, sid, {"query": "weather Lyon mild", "limit": 20})
         assert "| full]" not in shown and "Question 5" not in shown  # the tail is in view
         assert run_recall(ctx, sid, {"query": ""}).startswith("error: ")

@@ -90,6 +90,9 @@ def format_hits(query: str, answer: Any) -> str:
         if len(text) > TEXT_CAP:
             text = text[:TEXT_CAP] + f" [... {len(text) - TEXT_CAP} more characters]"
         lines.append(f"[node {hit.node_id} | {hit.role} | {hit.state}]\n{text}")
+        after = str(getattr(hit, "next_text", "") or "")
+        if after:
+            lines[-1] += f"\n[next] {after}"
     return "\n\n".join(lines)
 
 
