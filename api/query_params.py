@@ -50,6 +50,11 @@ class RecallQuery(Query):
         description="what to look for: words, names, paths (any state, ORed)",
     )
     limit: int = Field(5, ge=1, le=50, description="how many hits, best first")
+    hidden: bool = Field(
+        False,
+        description="only nodes the model cannot read in full now: aged, cleared, summarized, "
+        "or not in the render at all (what the recall tool asks for)",
+    )
 
 
 class RenderQuery(Query):

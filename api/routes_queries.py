@@ -169,7 +169,7 @@ async def recall(request: Request) -> Response:
     q = qp.parse_query(request, qp.RecallQuery)
     # masked by the runtime already: the text only, matched on the original
     found = await run_in_threadpool(_runtime(request).recall, request.path_params["sid"], q.q,
-                                    q.limit, tenant=tenant_of(request))  # fmt: skip
+                                    q.limit, q.hidden, tenant=tenant_of(request))  # fmt: skip
     return JSONResponse(found)
 
 

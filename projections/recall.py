@@ -12,7 +12,11 @@ a source's nodes after the branch point never answer.
 A hit's ``state`` is what the head's commit shows of the node: its own item,
 else a copy an attach or merge brought in, else the item in the commit the
 attach or merge copied from; a node shown by none of them was folded away
-before it was copied (``summarized``).
+before it was copied (``summarized``).  ``hidden`` keeps only hits whose
+state is not ``full``, checked before ``limit`` counts them.  Each hit also
+carries ``next_text``, the start of the node after it under the head (the
+reply to a question that matched, the result of a call): in a conversation
+the words of a question are often asked where its answer is not.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ _POSTGRES = text(
 ).bindparams(bindparam("sessions", expanding=True))
 _TEXTS = text("SELECT notification_id, text FROM ctx_recall WHERE notification_id IN :ids"
               ).bindparams(bindparam("ids", expanding=True))  # fmt: skip
+_BY_NODE = text("SELECT session_id, node_id, text FROM ctx_recall WHERE node_id IN :ids"
+                ).bindparams(bindparam("ids", expanding=True))  # fmt: skip
 
 
 class _Lineage:
@@ -56,13 +62,17 @@ class _Lineage:
     def __init__(self, projector: Projector) -> None:
         self.projector = projector
         self.nodes: dict[str, tuple[NodeRow, str | None, str]] = {}  # key -> (node, commit, via)
+        self.after: dict[str, NodeRow] = {}  # key -> the node after it in its head's order
 
     def walk(self, head: NodeRow, commit_id: str | None, via: str) -> None:
         dag = self.projector.dag
         stack = [(head, commit_id, via)]
         while stack:
             start, commit, viewer = stack.pop()
-            for node in dag.visible(start):
+            shown = dag.visible(start)
+            for node, later in zip(shown, shown[1:], strict=False):
+                self.after.setdefault(node.key, later)
+            for node in shown:
                 if node.key in self.nodes:
                     continue
                 self.nodes[node.key] = (node, commit, viewer)
@@ -108,8 +118,11 @@ def _candidates(conn: Connection, sqlite: bool, terms: list[str],
 
 
 def recall(projector: Projector, store: ProjectionStore, session: SessionRow, query: str,
-           limit: int) -> dict[str, Any]:  # fmt: skip
-    """The ``limit`` best hits for ``query`` among the nodes ``session``'s head descends from."""
+           limit: int, hidden: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The ``limit`` best hits for ``query`` among the nodes ``session``'s head descends from;
+    with ``hidden``, only those whose state is not ``full``: a search for what the model
+    cannot read now, so its few hits are not spent on what is already in the context (the
+    question itself, the pending tool call)."""
     terms = recall_terms(query)
     head = projector.dag.resolve(session.session_id, session.head) if session.head else None
     if not terms or head is None:
@@ -118,17 +131,6 @@ def recall(projector: Projector, store: ProjectionStore, session: SessionRow, qu
     lineage = _Lineage(projector)
     lineage.walk(head, head_commit, session.session_id)
     sessions = sorted({node.session_id for node, _, _ in lineage.nodes.values()})
-    found: list[Any] = []
-    with store.engine.connect() as conn:
-        for row in _candidates(conn, store.is_sqlite, terms, sessions):
-            if node_key(row.session_id, row.node_id) in lineage.nodes:
-                found.append(row)
-                if len(found) == limit:
-                    break
-        texts: dict[int, str] = {}
-        if found:
-            ids = [r.notification_id for r in found]
-            texts.update((int(i), str(v)) for i, v in conn.execute(_TEXTS, {"ids": ids}))
     items: dict[tuple[str, str], list[Item]] = {}
 
     def items_of(commit_id: str | None, viewer: str) -> list[Item]:
@@ -139,14 +141,40 @@ def recall(projector: Projector, store: ProjectionStore, session: SessionRow, qu
             items[commit_id, viewer] = projector.items_as(commit_id, viewer)
         return items[commit_id, viewer]
 
-    hits = []
-    for row in found:
-        node, via_commit, via = lineage.nodes[node_key(row.session_id, row.node_id)]
+    def state_of(node: NodeRow, via_commit: str | None, via: str) -> str:
         sid = session.session_id
         state = _shown(items_of(head_commit, sid), projector.dag.name_in(sid, node))
         if state is None and via_commit is not None:
             state = _shown(items_of(via_commit, via), projector.dag.name_in(via, node))
+        return state or FOLDED
+
+    found: list[tuple[Any, NodeRow, str]] = []
+    with store.engine.connect() as conn:
+        for row in _candidates(conn, store.is_sqlite, terms, sessions):
+            entry = lineage.nodes.get(node_key(row.session_id, row.node_id))
+            if entry is None:
+                continue
+            state = state_of(*entry)
+            if hidden and state == "full":
+                continue
+            found.append((row, entry[0], state))
+            if len(found) == limit:
+                break
+        texts: dict[int, str] = {}
+        later: dict[str, str] = {}
+        if found:
+            ids = [r.notification_id for r, _, _ in found]
+            texts.update((int(i), str(v)) for i, v in conn.execute(_TEXTS, {"ids": ids}))
+            wanted = {n.key: n for _, node, _ in found if (n := lineage.after.get(node.key))}
+            if wanted:  # an empty IN is typed integer on PostgreSQL
+                ids = sorted({n.node_id for n in wanted.values()})
+                later.update((k, str(t)) for sid, nid, t in conn.execute(_BY_NODE, {"ids": ids})
+                             if (k := node_key(sid, nid)) in wanted)  # fmt: skip
+    hits = []
+    for row, node, state in found:
+        after = lineage.after.get(node.key)
         hits.append({"node_id": node.node_id, "session_id": node.session_id, "role": node.role,
-                     "state": state or FOLDED, "score": float(row.score),
-                     "text": texts.get(int(row.notification_id), "")})  # fmt: skip
+                     "state": state, "score": float(row.score),
+                     "text": texts.get(int(row.notification_id), ""),
+                     "next_text": later.get(after.key, "") if after else ""})  # fmt: skip
     return {"hits": hits}

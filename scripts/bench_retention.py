@@ -88,7 +88,9 @@ def recalled(rt: Any, sid: str, question: str) -> list[str] | None:
     """The texts of the top-5 recall hits for ``question``; None where the runtime has none."""
     if not hasattr(rt, "recall"):
         return None
-    return [str(hit.get("text", "")) for hit in rt.recall(sid, question, limit=5)["hits"]]
+    hits = rt.recall(sid, question, limit=5, hidden=True)["hits"]
+    # what the recall tool shows the model: each hit and the start of the node after it
+    return [f"{hit.get('text', '')}\n{hit.get('next_text', '')}" for hit in hits]
 
 
 def replay(name: str, conv: dict[str, Any], window: int, policy: Any) -> Tally:

@@ -26,6 +26,9 @@ from telemetry import probes, tracing
 RENDER_CACHE = 256
 
 
+NEXT_CAP = 1_000  # characters of a hit's following node: its answer, not a transcript
+
+
 class Queries(RuntimeCore):
     """What a client reads: sessions, commits, renders, timelines, budgets."""
 
@@ -150,18 +153,21 @@ class Queries(RuntimeCore):
             projector, _ = self._owned(session_id, tenant)
             return explain(projector, self.store, session_id, node_id)
 
-    def recall(self, session_id: str, q: str, limit: int = 5,
+    def recall(self, session_id: str, q: str, limit: int = 5, hidden: bool = False,
                tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
         """``{"hits": [...]}``: the ``limit`` nodes under the head whose original content
-        best matches ``q``, whatever their items' state (``projections.recall``)."""
+        best matches ``q``, whatever their items' state (``projections.recall``); with
+        ``hidden`` only those the head does not show in full."""
         if not 1 <= limit <= 50:
             raise errors.InvalidCommand("limit must be 1..50", limit=limit)
         with self._locked(session_id):
             projector, session = self._owned(session_id, tenant)
-            found = recall(projector, self.store, session, q, limit)
-        if self.policy.redact_secrets:  # matched on the original, shown masked
-            for hit in found["hits"]:
+            found = recall(projector, self.store, session, q, limit, hidden=hidden)
+        for hit in found["hits"]:
+            if self.policy.redact_secrets:  # matched on the original, shown masked
                 hit["text"] = mask(hit["text"])[0]
+                hit["next_text"] = mask(hit["next_text"])[0]
+            hit["next_text"] = hit["next_text"][:NEXT_CAP]  # cut after masking: no half secret
         return found
 
     def commit_transitions(self, session_id: str, commit_id: str,

@@ -42,8 +42,10 @@ def runtime(store_url: str) -> Iterator[Any]:
         rt.close()
 
 
-def recall(client: TestClient, sid: str, q: str, limit: int | None = None) -> list[dict[str, Any]]:
+def recall(client: TestClient, sid: str, q: str, limit: int | None = None,
+           **extra: Any) -> list[dict[str, Any]]:  # fmt: skip
     params: dict[str, Any] = {"q": q} if limit is None else {"q": q, "limit": limit}
+    params.update(extra)
     hits: list[dict[str, Any]] = ok(client.get(f"/sessions/{sid}/recall", params=params))["hits"]
     return hits
 
@@ -72,12 +74,34 @@ def test_a_summarized_node_is_found_by_its_original_text(client: TestClient) -> 
         assert hits[0]["node_id"] == words[word] and hits[0]["session_id"] == sid
         assert hits[0]["state"] == "summarized" and hits[0]["role"] == "user"
         assert hits[0]["text"] == f"we were researching {word} today"
+        # the node after it under the head comes along: where a question's answer is
+        assert hits[0]["next_text"] == f"noted round {word[5]}"
     # stemmed: "research" finds "researching"; best first, every state as the head shows it
     hits = recall(client, sid, "research", limit=50)
     assert {h["node_id"] for h in hits} == set(words.values())
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
     assert all(h["state"] == states[h["node_id"]] for h in hits)
     assert len(recall(client, sid, "research")) == 5  # the default limit
+
+
+def test_hidden_answers_only_what_the_context_does_not_show_in_full(client: TestClient) -> None:
+    sid, words = _folded_session(client)
+    items = ok(client.get(f"/sessions/{sid}/context"))["items"]
+    states = {i["source_node_id"]: i["state"] for i in items if i["item_id"] == i["source_node_id"]}
+    shown = {w for w, node in words.items() if states.get(node) == "full"}
+    assert shown and len(shown) < len(words), "some turns folded, some in view"
+    everything = recall(client, sid, "research", limit=50)
+    hidden = recall(client, sid, "research", limit=50, hidden="true")
+    assert {h["node_id"] for h in everything} == set(words.values())  # the default: any state
+    assert {h["node_id"] for h in hidden} == {words[w] for w in words if w not in shown}
+    assert hidden == [h for h in everything if h["state"] != "full"]  # same order and scores
+    # the limit counts hidden hits only: the full ones do not use it up
+    assert recall(client, sid, "research", limit=1, hidden="true") == hidden[:1]
+    word = next(iter(shown))
+    assert recall(client, sid, word, hidden="true") == []
+    assert recall(client, sid, word, hidden="false")[0]["node_id"] == words[word]
+    assert client.get(f"/sessions/{sid}/recall", params={"q": "x", "hidden": "maybe"}
+                      ).status_code == 422  # fmt: skip
 
 
 def test_an_aged_tool_result_is_found_whole(client: TestClient) -> None:
@@ -179,6 +203,16 @@ def test_the_clients_recall(client: TestClient, runtime: Any) -> None:
     found = asyncio.run(drive())
     assert [h.node_id for h in found.hits] == [words[word]]
     assert runtime.recall(sid, word, limit=1) == found.model_dump()
+
+    async def hidden() -> cr.Recall:
+        transport = httpx.ASGITransport(app=create_app(runtime))
+        async with httpx.AsyncClient(transport=transport, base_url=LOCAL) as http:
+            return await AsyncClient(http=http).recall(sid, "research", limit=50, hidden=True)
+
+    folded = Client(http=client).recall(sid, "research", limit=50, hidden=True)
+    assert folded.hits and all(h.state != "full" for h in folded.hits)
+    assert asyncio.run(hidden()) == folded
+    assert runtime.recall(sid, "research", limit=50, hidden=True) == folded.model_dump()
 
 
 def test_another_tenants_session_is_unknown(client: TestClient, runtime: Any) -> None:

@@ -65,18 +65,19 @@ class Fake:
 
     def __init__(self, hits: list[RecallHit], refuse: bool = False) -> None:
         self.hits, self.refuse = hits, refuse
-        self.asked: list[tuple[str, str, int]] = []
+        self.asked: list[tuple[str, str, int, bool]] = []
 
-    def recall(self, session_id: str, q: str, limit: int = 5) -> Recall:
-        self.asked.append((session_id, q, limit))
+    def recall(self, session_id: str, q: str, limit: int = 5, hidden: bool = False) -> Recall:
+        self.asked.append((session_id, q, limit, hidden))
         if self.refuse:
             raise InvalidRequest(422, "invalid_query", "q must not be empty", {})
         return Recall(hits=self.hits[:limit])
 
 
 class AsyncFake(Fake):
-    async def recall(self, session_id: str, q: str, limit: int = 5) -> Recall:  # type: ignore[override]
-        return Fake.recall(self, session_id, q, limit)
+    async def recall(self, session_id: str, q: str, limit: int = 5,  # type: ignore[override]
+                     hidden: bool = False) -> Recall:  # fmt: skip
+        return Fake.recall(self, session_id, q, limit, hidden)
 
 
 def hit(n: int, text: str, state: str = "summarized") -> RecallHit:
@@ -108,7 +109,7 @@ def test_bad_arguments_are_answered_not_raised(arguments: Any, error: str) -> No
 def test_hits_read_as_compact_text_and_refusals_as_errors() -> None:
     fake = Fake([hit(1, FACT), hit(2, "x" * 2_500, state="cleared")])
     text = run_recall(fake, "s1", '{"query": "ACME invoice"}')
-    assert fake.asked == [("s1", "ACME invoice", 5)]
+    assert fake.asked == [("s1", "ACME invoice", 5, True)]  # only what the model cannot see
     assert text.startswith("recall: 2 earlier item(s) matching 'ACME invoice'")
     assert f"[node n1 | user | summarized]\n{FACT}" in text
     assert "[node n2 | user | cleared]\n" + "x" * 2_000 + " [... 500 more characters]" in text
@@ -154,7 +155,9 @@ def test_run_recall_brings_folded_text_back(recalling_server: str) -> None:
         assert tools == [RECALL_SPEC], "the policy lists the tool"
         text = run_recall(ctx, sid, '{"query": "ACME invoice number", "limit": 3}')
         assert text.startswith("recall: ") and FACT in text
-        assert "| user | summarized]" in text
+        assert "| user | summarized]" in text and f"{FACT}\n[next] Noted." in text
+        shown = run_recall(ctx, sid, {"query": "weather Lyon mild", "limit": 20})
+        assert "| full]" not in shown and "Question 5" not in shown  # the tail is in view
         assert run_recall(ctx, sid, {"query": ""}).startswith("error: ")
 
 
@@ -248,7 +251,9 @@ class RecallingChat(BaseChatModel):
                   **kwargs: Any) -> ChatResult:  # fmt: skip
         results = [m for m in messages if isinstance(m, ToolMessage)]
         if not results:
-            call = {"name": "recall", "args": {"query": "ACME invoice", "limit": 4},
+            # one hit is enough: the question and this pending call are in the context, so
+            # the tool's hidden-only recall does not spend its hits on them
+            call = {"name": "recall", "args": {"query": "ACME invoice", "limit": 1},
                     "id": "call_lc1", "type": "tool_call"}  # fmt: skip
             answer = AIMessage(content="", tool_calls=[call])
         else:
@@ -271,5 +276,5 @@ def test_the_langchain_middleware_registers_recall(recalling_server: str) -> Non
         assert result["messages"][-1].text == FACT
         assert set(model.bound) == {"recall"}  # bound at each call
         calls = [n for n in ctx.nodes(sid).nodes if n.role == "tool" and n.name == "recall"]
-        assert calls and calls[-1].input == {"query": "ACME invoice", "limit": 4}
+        assert calls and calls[-1].input == {"query": "ACME invoice", "limit": 1}
         assert FACT in calls[-1].output

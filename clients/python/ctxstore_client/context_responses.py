@@ -165,6 +165,11 @@ class RecallHit(Answer):
     text: str = Field(
         description="the node's original content (masked when the policy redacts secrets)"
     )
+    next_text: str = Field(
+        "",
+        description="the first 1,000 characters of the node after it under the head (a "
+        "question's reply), masked alike; empty for the last",
+    )
 
 
 class Recall(Answer):

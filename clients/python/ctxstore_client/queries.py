@@ -70,10 +70,12 @@ def explain(session_id: str, node_id: str) -> Request[cr.Explanation]:
     return _get(_s(session_id, "explain", _seg(node_id)), cr.Explanation)
 
 
-def recall(session_id: str, q: str, limit: int = 5) -> Request[cr.Recall]:
+def recall(session_id: str, q: str, limit: int = 5, hidden: bool = False) -> Request[cr.Recall]:
     """The nodes under the head whose original content best matches ``q`` (words, names,
-    paths), whatever their state now: folded, cleared and summarized ones too."""
-    return _get(_s(session_id, "recall"), cr.Recall, q=q, limit=limit)
+    paths), whatever their state now: folded, cleared and summarized ones too.  ``hidden``:
+    only those the model cannot read in full now (what the recall tool asks for)."""
+    return _get(_s(session_id, "recall"), cr.Recall, q=q, limit=limit,
+                hidden="true" if hidden else None)  # fmt: skip
 
 
 def occupancy(session_id: str) -> Request[cr.Occupancy]:

@@ -6,7 +6,10 @@ here, which a test checks: the client distribution imports nothing of the
 server).  When the model calls it, the agent runs it with ``run_recall`` (or
 ``run_recall_async``), which asks ``GET /sessions/{sid}/recall`` and returns
 the hits as text for the model to read; the call and that text are stored
-like any other tool call, as a tool node.
+like any other tool call, as a tool node.  It asks with ``hidden=true``: only
+what the model cannot read in full now (aged, cleared, summarized, or not
+rendered), so the few hits are not spent on the question it just asked or on
+the pending call itself.
 
 Bad arguments are answered, not raised: a tool result is read by the model,
 which can fix its call, while an exception would end the agent's run.
@@ -46,11 +49,13 @@ TEXT_CAP = 2_000  # characters of one hit shown: a few hits, not a transcript
 
 
 class Recaller(Protocol):
-    def recall(self, session_id: str, q: str, limit: int = 5) -> Any: ...
+    def recall(self, session_id: str, q: str, limit: int = 5, hidden: bool = False) -> Any: ...
 
 
 class AsyncRecaller(Protocol):
-    def recall(self, session_id: str, q: str, limit: int = 5) -> Awaitable[Any]: ...
+    def recall(
+        self, session_id: str, q: str, limit: int = 5, hidden: bool = False
+    ) -> Awaitable[Any]: ...
 
 
 def parse_arguments(arguments: str | Mapping[str, Any] | None) -> tuple[str, int] | str:
@@ -85,6 +90,9 @@ def format_hits(query: str, answer: Any) -> str:
         if len(text) > TEXT_CAP:
             text = text[:TEXT_CAP] + f" [... {len(text) - TEXT_CAP} more characters]"
         lines.append(f"[node {hit.node_id} | {hit.role} | {hit.state}]\n{text}")
+        after = str(getattr(hit, "next_text", "") or "")
+        if after:
+            lines[-1] += f"\n[next] {after}"
     return "\n\n".join(lines)
 
 
@@ -100,7 +108,7 @@ def run_recall(client: Recaller, session_id: str,
         return parsed
     query, limit = parsed
     try:
-        answer = client.recall(session_id, query, limit=limit)
+        answer = client.recall(session_id, query, limit=limit, hidden=True)
     except InvalidRequest as exc:
         return _refused(exc)
     return format_hits(query, answer)
@@ -114,7 +122,7 @@ async def run_recall_async(client: AsyncRecaller, session_id: str,
         return parsed
     query, limit = parsed
     try:
-        answer = await client.recall(session_id, query, limit=limit)
+        answer = await client.recall(session_id, query, limit=limit, hidden=True)
     except InvalidRequest as exc:
         return _refused(exc)
     return format_hits(query, answer)
