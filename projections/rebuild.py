@@ -27,7 +27,7 @@ from projections.packed_text import unpack
 from projections.parallel_catch_up import catch_up_in_parallel
 from projections.processor import Processor
 from projections.records import dumps
-from projections.store import ProjectionStore
+from projections.store import PACKED, ProjectionStore
 
 
 def digest(store: ProjectionStore, layout: bool = True) -> dict[str, str]:
@@ -45,18 +45,24 @@ def digest_on(conn: Connection, layout: bool = True) -> dict[str, str]:
         h = hashlib.sha256()
         keys = list(table.primary_key.columns)
         columns = [c for c in table.columns if layout or c.name != "partition"]
+        packed = [c.name in PACKED.get(table.name, ()) for c in columns]
         for row in conn.execute(select(*columns).order_by(*keys)):
-            h.update(dumps([_plain(v) for v in row]).encode())
+            h.update(dumps([_plain(v, p) for v, p in zip(row, packed, strict=True)]).encode())
             h.update(b"\n")
         out[table.name] = h.hexdigest()
     return out
 
 
-def _plain(value: Any) -> Any:
-    """A value as it reads: a packed text (``projections.packed_text``) is its JSON, so a
-    row an older version wrote equals the packed row a rebuild writes of it."""
-    if isinstance(value, str | bytes):
+def _plain(value: Any, packed: bool = False) -> Any:
+    """A value as it reads: a packed column's text (``projections.packed_text``) is its
+    JSON, so a row an older version wrote equals the packed row a rebuild writes of it.
+    Only those columns: a title or a recall text may well begin with ``zlib:``."""
+    if packed and isinstance(value, str | bytes):
         return unpack(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, str):
+        return value
     if isinstance(value, bool) or value is None or isinstance(value, int):
         return value
     if isinstance(value, float):

@@ -14,15 +14,21 @@ from __future__ import annotations
 from typing import Any
 
 from domain.node_text import node_texts as natural_texts
+from domain.tool_specs import RECALL_SPEC
 from projections.item_rows import node_texts
 from projections.records import NodeRow
 
 RECALL_CHARS = 100_000
+RECALL_NAME = str(RECALL_SPEC["name"])
 
 
 def _text(role: str, name: str | None, rendered: str, call: str | None) -> str:
+    if role == "tool" and name == RECALL_NAME:
+        return ""  # recall's own answers are copies of what it found: searching them again
+        # would rank the copies (cut short, the query's words in their header) above the originals
     parts = (name if role == "tool" else None, call, rendered)
-    return "\n".join(part for part in parts if part)[:RECALL_CHARS]
+    # PostgreSQL's text refuses NUL, which a tool's output (a binary file read) may hold
+    return "\n".join(part for part in parts if part).replace("\x00", " ")[:RECALL_CHARS]
 
 
 def _row(notification_id: int, session_id: str, node_id: str, seq: int, role: str,

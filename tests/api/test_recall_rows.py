@@ -109,3 +109,30 @@ def test_a_node_without_text_has_no_row(client: TestClient, runtime: Any) -> Non
     target = start(client)
     ok(client.post(f"/sessions/{target}/attach", json={"source_session": source}), 201)
     assert [r.role for r in _recall_rows(runtime)] == ["user"]
+
+
+def test_text_that_postgresql_or_the_digest_could_trip_on(
+    client: TestClient, runtime: Any, store_url: str
+) -> None:
+    """A NUL (a binary file read: PostgreSQL's text refuses it), a text that begins as a
+    packed column does (``zlib:``), and a title that does: projected, found, rebuilt."""
+    sid = start(client, title="zlib: notes")
+    caller = append(client, sid, "assistant", output="reading the blob")
+    append(client, sid, "tool", name="read_file", input={"path": "a.bin"},
+           output="head\u0000tail quokka", caller=caller)  # fmt: skip
+    append(client, sid, "user", input="zlib: which codec packs the quokka archive?")
+    texts = [r.text for r in _recall_rows(runtime, sid)]
+    assert not any("\x00" in x for x in texts) and any("head tail quokka" in x for x in texts)
+    assert len(recall(client, sid, "quokka")) == 2
+    assert rebuild_and_compare(store_url)["identical"]
+
+
+def test_recalls_own_answers_are_not_searched_again(client: TestClient, runtime: Any) -> None:
+    sid = start(client)
+    append(client, sid, "user", input="the wombat burrow is under the shed")
+    caller = append(client, sid, "assistant", output="let me look that up")
+    answer = "1 hit matching 'wombat': the wombat burrow is under the shed"
+    append(client, sid, "tool", name="recall", input={"query": "wombat"}, output=answer,
+           caller=caller)  # fmt: skip
+    assert [h["role"] for h in recall(client, sid, "wombat")] == ["user"]
+    assert all("matching" not in r.text for r in _recall_rows(runtime, sid))
