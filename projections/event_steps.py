@@ -138,8 +138,9 @@ def on_compaction(projector: Projector, event: Any, info: EventInfo, session: Se
     made are never rewritten.  Instructions and model change no commit.
     """
     before = (session.compaction or {}).get("recall_tool")
-    settings = {"instructions": event.instructions, "summarizer_model": event.summarizer_model,
-                "recall_tool": event.recall_tool}  # fmt: skip
+    settings = {"instructions": event.instructions, "summarizer_model": event.summarizer_model}
+    if event.recall_tool is not None:  # only when set: a row from before it reads the same
+        settings["recall_tool"] = event.recall_tool
     session.compaction = settings if any(v is not None for v in settings.values()) else None
     if event.recall_tool != before:
         session.graph_position = info.notification_id  # a usage report before it measured less
