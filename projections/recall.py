@@ -52,8 +52,6 @@ _POSTGRES = text(
 ).bindparams(bindparam("sessions", expanding=True))
 _TEXTS = text("SELECT notification_id, text FROM ctx_recall WHERE notification_id IN :ids"
               ).bindparams(bindparam("ids", expanding=True))  # fmt: skip
-_BY_NODE = text("SELECT session_id, node_id, text FROM ctx_recall WHERE node_id IN :ids"
-                ).bindparams(bindparam("ids", expanding=True))  # fmt: skip
 
 
 class _Lineage:
@@ -167,9 +165,11 @@ def recall(projector: Projector, store: ProjectionStore, session: SessionRow, qu
             texts.update((int(i), str(v)) for i, v in conn.execute(_TEXTS, {"ids": ids}))
             wanted = {n.key: n for _, node, _ in found if (n := lineage.after.get(node.key))}
             if wanted:  # an empty IN is typed integer on PostgreSQL
-                ids = sorted({n.node_id for n in wanted.values()})
-                later.update((k, str(t)) for sid, nid, t in conn.execute(_BY_NODE, {"ids": ids})
-                             if (k := node_key(sid, nid)) in wanted)  # fmt: skip
+                # by the rows' keys (a node id alone has no index: a scan of every tenant)
+                ids = sorted({n.notification_id for n in wanted.values()})
+                by_id = {int(i): str(v) for i, v in conn.execute(_TEXTS, {"ids": ids})}
+                later.update((k, by_id[n.notification_id]) for k, n in wanted.items()
+                             if n.notification_id in by_id)  # fmt: skip
     hits = []
     for row, node, state in found:
         after = lineage.after.get(node.key)
