@@ -98,6 +98,9 @@ def _nonempty(content: Any) -> str:
     return content.strip()
 
 
+ANSWER_CAP = 4_096  # output tokens every current chat model accepts as max_tokens
+
+
 class _LLMSummarizer:
     """What both protocols share: where, which model, the key, the limits, the prompt."""
 
@@ -134,9 +137,12 @@ class _LLMSummarizer:
 
     def summarize_within(self, items: Items, max_tokens: int) -> str:
         """The fold's budget as the answer's cap: a fold of many turns may be given thousands
-        of tokens, and six headed sections do not fit the default 400."""
+        of tokens, and six headed sections do not fit the default 400.  Never above
+        ``ANSWER_CAP`` (or this summarizer's own, if larger): a 200k window's fold may be
+        given 60k, more than most models will write in one answer (they refuse the request)."""
+        cap = min(max_tokens, max(self.max_tokens, ANSWER_CAP))
         capped = type(self)(
-            self.base_url, self.model, self.api_key, self.timeout, max_tokens, self.instructions
+            self.base_url, self.model, self.api_key, self.timeout, cap, self.instructions
         )
         return capped.summarize(items)
 

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from domain.llm_summarizer import (
+    ANSWER_CAP,
     ANTHROPIC_URL,
     SECTIONS,
     SYSTEM_PROMPT,
@@ -87,6 +88,8 @@ def test_a_fold_s_budget_is_the_answer_s_cap(kind: str, provider: FakeProvider) 
     assert req["body"]["max_tokens"] == 2_500
     assert sent(kind, req)[0].endswith("Instructions for this session: Keep ports.")
     assert s.max_tokens == 400, "the summarizer itself keeps its own cap"
+    s.summarize_within(ITEMS, 60_000)  # a 200k window's fold: more than a model will write
+    assert provider.requests[-1]["body"]["max_tokens"] == ANSWER_CAP == 4_096
 
 
 def test_anthropic_posts_messages(provider: FakeProvider) -> None:
