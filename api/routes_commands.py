@@ -27,6 +27,7 @@ from api.observe import mark_replayed
 from api.openapi import Endpoint
 from domain import commands as c
 from domain.catalogue import window_warnings
+from domain.session_context import COMPACTION_SETTINGS
 from service.runtime import Runtime
 
 
@@ -196,12 +197,11 @@ def _window_warnings(request: Request, model: str, window: int | None) -> list[s
 async def configure_compaction(request: Request) -> Response:
     sid = request.path_params["sid"]
     body = await parse_body(request, s.ConfigureCompaction)
-    _, version = await _execute(request, c.ConfigureCompaction(
-        session_id=sid, **body.model_dump(exclude={"expected_version", "at"}),
+    only = tuple(sorted(body.model_fields_set & set(COMPACTION_SETTINGS)))
+    settings, version = await _execute(request, c.ConfigureCompaction(
+        session_id=sid, **body.model_dump(exclude={"expected_version", "at"}), only=only,
         expected_version=body.expected_version, at=body.at))  # fmt: skip
-    return _reply(request, 200, sid, version, instructions=body.instructions,
-                  summarizer_model=body.summarizer_model,
-                  recall_tool=body.recall_tool)  # fmt: skip
+    return _reply(request, 200, sid, version, **settings)
 
 
 async def declare_tools(request: Request) -> Response:

@@ -249,7 +249,8 @@ class SwitchModel(Command):
 
 
 class ConfigureCompaction(Command):
-    """Each field ``null`` (or left out) to clear it."""
+    """A field left out keeps its value; ``null`` clears it (or, for ``recall_tool``, leaves
+    the choice to the policy)."""
 
     instructions: str | None = Field(
         None, max_length=4_000,

@@ -8,7 +8,7 @@ are the store's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -247,11 +247,13 @@ class CtxStore(SessionStore):
         self, session_id: UUID | str, instructions: str | None = None,
         summarizer_model: str | None = None, expected_version: int | None = None,
         at: datetime | None = None, tenant: str | None = None,
-        recall_tool: bool | None = None,
-    ) -> tuple[None, int]:  # fmt: skip
+        recall_tool: bool | None = None, only: Collection[str] | None = None,
+    ) -> tuple[dict[str, Any], int]:  # fmt: skip
+        """The settings as they now are (``only``: the ones this call changes)."""
         return self._command(
             session_id, expected_version,
-            lambda s: s.configure_compaction(instructions, summarizer_model, at, recall_tool),
+            lambda s: s.configure_compaction(instructions, summarizer_model, at, recall_tool,
+                                             only),
             tenant,
         )  # fmt: skip
 

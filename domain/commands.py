@@ -205,6 +205,7 @@ class ConfigureCompaction(Command):
     expected_version: int | None = None
     at: datetime | None = None
     tenant: str | None = None
+    only: tuple[str, ...] | None = None  # the settings it changes (None: all three)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -261,7 +262,7 @@ HANDLERS: dict[type[Command], Handler] = {
                                                    **c.report),
     ConfigureCompaction: lambda app, c: app.configure_compaction(
         c.session_id, c.instructions, c.summarizer_model, c.expected_version, c.at, c.tenant,
-        c.recall_tool),
+        c.recall_tool, c.only),
     DeclareTools: lambda app, c: app.declare_tools(c.session_id, c.tools, c.expected_version,
                                                    c.at, c.tenant),
     RecordSummary: lambda app, c: app.record_summary(

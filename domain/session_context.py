@@ -8,6 +8,7 @@ trigger events through the aggregate like every other command.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +28,7 @@ from domain.session_part import SessionPart
 from domain.usage import from_fields, from_native
 
 JSON = dict[str, Any]
+COMPACTION_SETTINGS = ("instructions", "summarizer_model", "recall_tool")
 MAX_INSTRUCTIONS = 4_000  # characters: a prompt addendum, not a document
 MAX_TOOLS = 128  # what providers take in one request
 TOOL_KEYS = frozenset({"name", "description", "input_schema"})
@@ -181,17 +183,30 @@ class ContextCommands(SessionPart):
         summarizer_model: str | None = None,
         at: datetime | None = None,
         recall_tool: bool | None = None,
-    ) -> None:
+        only: Collection[str] | None = None,
+    ) -> JSON:
         """Per-session summarizer instructions and model (each ``None`` to clear), and
-        whether requests list ``recall`` (``None``: as the policy says)."""
-        check_label("instructions", instructions, MAX_INSTRUCTIONS)
-        if summarizer_model is not None:
-            check_id("summarizer_model", summarizer_model, MAX_LABEL)
-        if recall_tool is not None and not isinstance(recall_tool, bool):
+        whether requests list ``recall`` (``None``: as the policy says).
+
+        ``only`` names the settings this call changes; the others keep their value (a client
+        turning the recall tool on should not have to resend, or lose, its instructions).
+        ``None`` changes all three.  The event records all three as they then are, so a
+        rebuild never needs to know which were named.  Returns those settings."""
+        given: JSON = {"instructions": instructions, "summarizer_model": summarizer_model,
+                       "recall_tool": recall_tool}  # fmt: skip
+        if only is not None:
+            unknown = sorted(set(only) - set(COMPACTION_SETTINGS))
+            if unknown:
+                raise errors.InvalidCommand(f"no compaction setting named {unknown[0]!r}")
+            given = {k: v if k in only else self.compaction.get(k) for k, v in given.items()}
+        check_label("instructions", given["instructions"], MAX_INSTRUCTIONS)
+        if given["summarizer_model"] is not None:
+            check_id("summarizer_model", given["summarizer_model"], MAX_LABEL)
+        if given["recall_tool"] is not None and not isinstance(given["recall_tool"], bool):
             raise errors.InvalidCommand("recall_tool must be true, false or null")
-        self.trigger_event(CompactionConfigured, instructions=instructions or None,
-                           summarizer_model=summarizer_model, recall_tool=recall_tool,
-                           timestamp=at)  # fmt: skip
+        given["instructions"] = given["instructions"] or None
+        self.trigger_event(CompactionConfigured, **given, timestamp=at)
+        return given
 
     def declare_tools(self, tools: list[JSON], at: datetime | None = None) -> None:
         """The tools requests offer from now on: name, description, JSON schema each."""

@@ -18,6 +18,7 @@ class SessionPart:
     head: str | None
     model: str
     next_seq: int
+    compaction: dict[str, Any]  # CompactionConfigured: the settings as they now are
 
     if TYPE_CHECKING:  # provided by Session; declared here for the type checker only
 

@@ -16,6 +16,7 @@ from typing import Any
 from ctxstore_client import responses as m
 from ctxstore_client.request import Request, _body, _s, _seg
 from domain import commands as c
+from domain.session_context import COMPACTION_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -57,5 +58,10 @@ def request_for(command: c.Command, idempotency_key: str | None = None) -> Reque
         body.update(getattr(command, command.rest))
     if isinstance(command, c.AppendNodes):
         body["nodes"] = [_body(**node) for node in command.nodes]
-    return Request("POST", route.path(command), route.answer, _body(**body),
+    sent = _body(**body)
+    if isinstance(command, c.ConfigureCompaction):  # left out keeps a setting, null clears it
+        sent.pop("only", None)
+        named = COMPACTION_SETTINGS if command.only is None else command.only
+        sent.update((name, getattr(command, name)) for name in named)
+    return Request("POST", route.path(command), route.answer, sent,
                    idempotency_key=idempotency_key)  # fmt: skip

@@ -146,6 +146,7 @@ def test_the_client_posts_the_command_objects_the_routes_build(
     object; the route builds that object back from the body (issue 15)."""
     from api.client.command_routes import request_for
     from domain import commands
+    from domain.session_context import COMPACTION_SETTINGS
 
     ctx = Client(http=client)
     sid = ctx.run(commands.StartSession(title="typed", model="openai:gpt-4o")).session_id
@@ -153,6 +154,13 @@ def test_the_client_posts_the_command_objects_the_routes_build(
     node = commands.AppendNode.build(session_id=sid, role="user", input="hi", node_id="u1")
     assert nc.append_node(sid, "user", input="hi", node_id="u1") == request_for(node)
     assert c.pin(sid, "u1") == request_for(pin)
+    # compaction settings: one left out keeps its value, so ``None`` is sent as null
+    everything = commands.ConfigureCompaction(session_id=sid)
+    assert request_for(everything).json == dict.fromkeys(COMPACTION_SETTINGS)
+    assert c.configure_compaction(sid, instructions=None, summarizer_model=None,
+                                  recall_tool=None) == request_for(everything)  # fmt: skip
+    one = commands.ConfigureCompaction(session_id=sid, recall_tool=True, only=("recall_tool",))
+    assert c.configure_compaction(sid, recall_tool=True) == request_for(one)
     assert ctx.run(node).node_id == "u1"
     assert ctx.run(pin, idempotency_key="pin-1").pinned
     assert sent[-1].headers["idempotency-key"] == "pin-1"

@@ -54,6 +54,32 @@ def test_compaction_settings_over_http(client: TestClient) -> None:
     assert events[-1]["type"] == "CompactionConfigured"
 
 
+def test_a_setting_left_out_keeps_its_value_and_null_clears_it(client: TestClient) -> None:
+    """A client turning the recall tool on must not wipe the instructions it set before."""
+    from ctxstore_client import Client
+
+    sid = post(client, "/sessions", {"model": "openai:gpt-4o"})["session_id"]
+    path, ctx = f"/sessions/{sid}/compaction", Client(http=client)
+    post(client, path, {"instructions": "Keep file paths.", "summarizer_model": "small"})
+    done = post(client, path, {"recall_tool": True})
+    assert (done["instructions"], done["summarizer_model"], done["recall_tool"]) == (
+        "Keep file paths.", "small", True)  # fmt: skip
+    done = post(client, path, {"summarizer_model": None})
+    assert (done["instructions"], done["summarizer_model"], done["recall_tool"]) == (
+        "Keep file paths.", None, True)  # fmt: skip
+    assert client.get(f"/sessions/{sid}").json()["compaction"] == {
+        "instructions": "Keep file paths.",
+        "summarizer_model": None,
+        "recall_tool": True,
+    }
+    set_ = ctx.configure_compaction(sid, instructions=None)  # the client sends None as null
+    assert (set_.instructions, set_.recall_tool) == (None, True)
+    assert ctx.configure_compaction(sid, summarizer_model="big").recall_tool is True
+    events = client.get(f"/sessions/{sid}/events").json()["events"]
+    last = events[-1]["data"] if "data" in events[-1] else events[-1]
+    assert last["recall_tool"] is True and last["summarizer_model"] == "big"  # all three kept
+
+
 def test_recall_tool_per_session_over_http(client: TestClient) -> None:
     """``recall_tool`` on one session of a policy-off deployment: shown, listed, counted."""
     from api.client import Client
@@ -76,5 +102,6 @@ def test_recall_tool_per_session_over_http(client: TestClient) -> None:
     off = ctx.configure_compaction(sid, recall_tool=False)
     assert off.recall_tool is False and ctx.budget(sid).tools == 0
     assert "tools" not in ctx.render(sid, shape="openai").request
-    assert ctx.configure_compaction(sid).recall_tool is None  # back to the policy (off)
+    assert ctx.configure_compaction(sid).recall_tool is False  # naming nothing changes nothing
+    assert ctx.configure_compaction(sid, recall_tool=None).recall_tool is None  # the policy's
     assert client.get(s).json()["compaction"] is None

@@ -14,7 +14,7 @@ from typing import Any
 
 from ctxstore_client import erasure_responses as er
 from ctxstore_client import responses as m
-from ctxstore_client.request import Request, When, _at, _post, _s, _seg
+from ctxstore_client.request import KEEP, Keep, Request, When, _at, _body, _post, _s, _seg
 
 
 def start_session(
@@ -178,19 +178,22 @@ def declare_tools(
 def configure_compaction(
     session_id: str,
     *,
-    instructions: str | None = None,
-    summarizer_model: str | None = None,
-    recall_tool: bool | None = None,
+    instructions: str | None | Keep = KEEP,
+    summarizer_model: str | None | Keep = KEEP,
+    recall_tool: bool | None | Keep = KEEP,
     expected_version: int | None = None,
     at: When = None,
     idempotency_key: str | None = None,
 ) -> Request[m.CompactionSet]:
-    """The summarizer's instructions and model for this session (``None`` clears one), and
-    whether its requests list the ``recall`` tool (``None``: as the server's policy says)."""
-    return _post(_s(session_id, "compaction"), m.CompactionSet, idempotency_key,
-                 instructions=instructions, summarizer_model=summarizer_model,
-                 recall_tool=recall_tool, expected_version=expected_version,
-                 at=_at(at))  # fmt: skip
+    """Change the settings named: the summarizer's instructions and model for this session
+    (``None`` clears one), whether its requests list the ``recall`` tool (``None``: as the
+    server's policy says). A setting not named keeps its value; the answer has all three."""
+    named = {"instructions": instructions, "summarizer_model": summarizer_model,
+             "recall_tool": recall_tool}  # fmt: skip
+    body = {k: v for k, v in named.items() if v is not KEEP}  # ``None`` is sent: it clears
+    body.update(_body(expected_version=expected_version, at=_at(at)))
+    return Request("POST", _s(session_id, "compaction"), m.CompactionSet, body,
+                   idempotency_key=idempotency_key)  # fmt: skip
 
 
 def compact(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -17,6 +18,16 @@ from pydantic import BaseModel
 
 T = TypeVar("T", bound=BaseModel)
 When = datetime | str | None  # an aware datetime, or ISO 8601 text with its offset
+
+
+class Keep(Enum):
+    """An argument's default where ``None`` means something (clear a setting): left out of
+    the body, so the server keeps what it has."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
 
 
 def _at(when: When) -> datetime | None:
