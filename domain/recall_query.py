@@ -51,3 +51,17 @@ def tsquery_text(terms: list[str]) -> str:
     """PostgreSQL ``to_tsquery('english', ...)`` input: the terms ORed.  A term is letters and
     digits only (``recall_terms``), so it cannot be an operator; quoted as a lexeme anyway."""
     return " | ".join("'" + term.replace("'", "''") + "'" for term in terms)
+
+
+def text_words(text: str) -> set[str]:
+    """Every word of ``text`` as ``recall_terms`` cuts a query (no stopword or length cut)."""
+    return set(_WORD.findall(text.lower()))
+
+
+def found_only_in_secrets(text: str, masked: str, terms: list[str]) -> bool:
+    """Whether ``text`` holds the query's ``terms`` only inside what redaction masks
+    (``masked``): such a hit would answer whether a guessed secret is there."""
+    if masked == text:
+        return False
+    shown = text_words(masked)
+    return not shown.intersection(terms) and bool(text_words(text).intersection(terms))

@@ -12,6 +12,7 @@ from domain import errors
 from domain.catalogue import window_warnings
 from domain.native_blocks import left_out
 from domain.provider_compaction import folds
+from domain.recall_query import found_only_in_secrets, recall_terms
 from domain.render import render_shape
 from domain.rules.redact import mask, mask_json
 from domain.tool_specs import recall_listed
@@ -160,15 +161,23 @@ class Queries(RuntimeCore):
         ``hidden`` only those the head does not show in full."""
         if not 1 <= limit <= 50:
             raise errors.InvalidCommand("limit must be 1..50", limit=limit)
+        redact = self.policy.redact_secrets
         with self._locked(session_id):
             projector, session = self._owned(session_id, tenant)
-            found = recall(projector, self.store, session, q, limit, hidden=hidden)
+            # masked hits found only by a secret's words are dropped below: ask for spares
+            found = recall(projector, self.store, session, q, 50 if redact else limit,
+                           hidden=hidden)  # fmt: skip
+        terms, hits = recall_terms(q), []
         for hit in found["hits"]:
-            if self.policy.redact_secrets:  # matched on the original, shown masked
-                hit["text"] = mask(hit["text"])[0]
+            if redact:  # matched on the original, shown masked
+                masked = mask(hit["text"])[0]
+                if found_only_in_secrets(hit["text"], masked, terms):
+                    continue  # else a search would confirm a guessed secret
+                hit["text"] = masked
                 hit["next_text"] = mask(hit["next_text"])[0]
             hit["next_text"] = hit["next_text"][:NEXT_CAP]  # cut after masking: no half secret
-        return found
+            hits.append(hit)
+        return {**found, "hits": hits[:limit]}
 
     def commit_transitions(self, session_id: str, commit_id: str,
                            tenant: str | None = None) -> dict[str, Any]:  # fmt: skip
