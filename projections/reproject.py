@@ -29,6 +29,7 @@ from eventsourcing.persistence import Notification
 from sqlalchemy import Connection, bindparam, select, text
 
 from domain.policy import Policy
+from projections import recall_index
 from projections import tables as t
 from projections.projector import Projector
 from projections.records import Outbox, SessionRow
@@ -135,6 +136,8 @@ def drop(conn: Connection, session_ids: list[str]) -> None:
     On SQLite, deleting a recall row leaves its words in the FTS5 index's
     older segments (marked deleted) until segments merge: ``optimize`` merges
     them all now, so the erasure's ``VACUUM`` leaves none of them on disk."""
+    for chunk in _chunks(session_ids):  # while their nodes' rows still stand
+        recall_index.unindex(conn, chunk)
     for table in SESSION_TABLES:
         for chunk in _chunks(session_ids):
             conn.execute(table.delete().where(table.c.session_id.in_(chunk)))
