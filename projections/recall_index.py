@@ -24,6 +24,7 @@ the index cost SQLite as many bytes as the rest of the store.  So:
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -94,14 +95,36 @@ def node_texts(conn: Connection, schema: str | None, where: str = "",
             for r in conn.execute(query, params or {})]  # fmt: skip
 
 
-def unindex(conn: Connection, session_ids: Iterable[str]) -> None:
+def unindex(conn: Connection, session_ids: Iterable[str]) -> list[int]:
     """SQLite: take the recall rows of ``session_ids`` out of the index; call it before
-    deleting them, while their nodes' rows still stand."""
+    deleting them, while their nodes' rows still stand.  Their keys, for ``settle``."""
+    ids = list(session_ids)
+    if conn.dialect.name != "sqlite" or not ids:
+        return []
+    texts = node_texts(conn, None, " WHERE r.session_id IN :ids", {"ids": ids})
+    _forget(conn, None, texts)
+    return [key for key, _ in texts]
+
+
+def settle(conn: Connection, gone: list[int]) -> None:
+    """SQLite, after an erasure deleted the rows ``gone``: merge the index's segments, so
+    that no erased word stays on disk even marked deleted, then make sure none of
+    ``gone`` is indexed still.  One would be if a node's text were computed otherwise now
+    than when it was indexed (FTS5 then removes other words than it holds): the index is
+    made again from the rows that remain.  A scan of the index, cheaper than the
+    ``VACUUM`` of the whole file an erasure runs next."""
     if conn.dialect.name != "sqlite":
         return
-    ids = list(session_ids)
-    if ids:
-        _forget(conn, None, node_texts(conn, None, " WHERE r.session_id IN :ids", {"ids": ids}))
+    conn.exec_driver_sql(f"INSERT INTO {FTS}({FTS}) VALUES ('optimize')")
+    if not gone:
+        return
+    vocab = _vocab(conn, None)
+    left = conn.exec_driver_sql(f"SELECT 1 FROM {vocab} WHERE doc IN (SELECT value FROM "
+                                "json_each(?)) LIMIT 1", (json.dumps(gone),)).first()  # fmt: skip
+    if left is not None:
+        clear(conn)
+        index(conn, None, node_texts(conn, None))
+        conn.exec_driver_sql(f"INSERT INTO {FTS}({FTS}) VALUES ('optimize')")
 
 
 def clear(conn: Connection) -> None:
@@ -132,12 +155,18 @@ def switched(conn: Connection, live: str, changes: tuple[Texts, Texts]) -> None:
     index(conn, live, fresh)
 
 
-def fts_digest(conn: Connection, schema: str | None = None) -> str:
-    """SQLite: a digest of what the index holds, every term's every position in every row,
-    whatever its segments' layout (a store indexed in one go, or batch by batch)."""
+def _vocab(conn: Connection, schema: str | None) -> str:
+    """A temporary ``fts5vocab`` table over ``schema``'s index: each term's every instance."""
     vocab = f"temp.ctx_recall_terms_{schema or 'main'}"
     conn.exec_driver_sql(f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING "
                          f"fts5vocab({schema or 'main'}, {FTS}, instance)")  # fmt: skip
+    return vocab
+
+
+def fts_digest(conn: Connection, schema: str | None = None) -> str:
+    """SQLite: a digest of what the index holds, every term's every position in every row,
+    whatever its segments' layout (a store indexed in one go, or batch by batch)."""
+    vocab = _vocab(conn, schema)
     h = hashlib.sha256()
     for term, doc, offset in conn.exec_driver_sql(
         f"SELECT term, doc, offset FROM {vocab} ORDER BY term, doc, offset"

@@ -7,6 +7,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import inspect, select
 from starlette.testclient import TestClient
 
@@ -15,9 +16,9 @@ from projections import tables as t
 from projections.migrate import downgrade, upgrade
 from projections.online_rebuild import online_rebuild
 from projections.rebuild import digest, rebuild_and_compare
-from tests.api.test_commands import append, start
+from tests.api.test_commands import append, ok, start
 from tests.api.test_recall import recall
-from tests.api.test_recall_rows import _indexed_texts, _recall_rows
+from tests.api.test_recall_rows import _fts_terms, _indexed_texts, _recall_rows
 
 
 def test_the_store_keeps_no_plain_copy(client: TestClient, store_url: str) -> None:
@@ -81,3 +82,22 @@ def test_a_switch_that_disagrees_reindexes(
     assert not done.identical and done.switched
     assert [h["node_id"] for h in recall(client, sid, "quokka")] == [lost]
     assert rebuild_and_compare(store_url)["identical"]
+
+
+def test_an_erasure_leaves_no_word_even_if_texts_drifted(
+    client: TestClient, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Were a node's text computed otherwise now than when it was indexed, FTS5's
+    ``delete`` would remove other words than it holds: the index is made again."""
+    if not store_url.startswith("sqlite"):
+        pytest.skip("PostgreSQL's vector is a column of the row the erasure deletes")
+    marker = "DRIFTED" + secrets.token_hex(8)
+    erased, kept = start(client), start(client)
+    append(client, erased, "user", input=f"the plan is {marker}")
+    append(client, kept, "user", input="the wombat stays")
+    monkeypatch.setattr(recall_index, "stored_text", lambda *_: "some other words")
+    ok(client.delete(f"/sessions/{erased}"))
+    assert _fts_terms(store_url, marker.lower()[:12]) == []
+    # made again as the texts are computed now: the kept row's words are those
+    assert _fts_terms(store_url, "wombat") == [] and _fts_terms(store_url, "other") == ["other"]
+    assert [h["session_id"] for h in recall(client, kept, "other words")] == [kept]
