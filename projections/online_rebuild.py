@@ -42,8 +42,8 @@ from domain.policy import Policy
 from domain.store_config import sqlalchemy_url
 from domain.tokens import check_tokenizer
 from projections import partitions as parts
+from projections import recall_index, tracking
 from projections import tables as t
-from projections import tracking
 from projections.notification_reads import select_notifications
 from projections.parallel_catch_up import catch_up_in_parallel
 from projections.processor import Processor
@@ -134,6 +134,9 @@ def _shadow(url: str, live: ProjectionStore) -> Iterator[ProjectionStore]:
     shadow = ProjectionStore(url, engine=engine, schema=SHADOW)
     try:
         t.metadata.create_all(shadow.engine, tables=list(SHADOW_TABLES))
+        if live.is_sqlite:  # the index is no table of the metadata (revision 0014)
+            with shadow.engine.begin() as conn:
+                conn.exec_driver_sql(recall_index.SQLITE_FTS.format(schema=f"{SHADOW}."))
         yield shadow
     finally:
         if live.is_sqlite:
@@ -274,11 +277,15 @@ def _lock_live(conn: Connection, is_sqlite: bool) -> dict[int, int]:
 
 
 def _replace(conn: Connection, is_sqlite: bool) -> None:
-    """Every live projection row, replaced by the shadow's (readers see either, never half)."""
+    """Every live projection row, replaced by the shadow's (readers see either, never half);
+    on SQLite, the live recall index made the shadow's (``recall_index.switch``)."""
     live_schema = _live(is_sqlite)
+    changes = recall_index.switch(conn, "main", SHADOW) if is_sqlite else None
     for table in reversed(t.PROJECTION_TABLES):
         conn.exec_driver_sql(f"DELETE FROM {live_schema}{table.name}")
     for table in t.PROJECTION_TABLES:
         columns = ", ".join(f'"{c.name}"' for c in table.columns)
         conn.exec_driver_sql(f"INSERT INTO {live_schema}{table.name} ({columns}) "
                              f"SELECT {columns} FROM {SHADOW}.{table.name}")  # fmt: skip
+    if changes is not None:
+        recall_index.switched(conn, "main", changes)

@@ -21,8 +21,8 @@ from domain.application import CtxStore
 from domain.policy import Policy
 from domain.tokens import check_tokenizer
 from projections import partitions as parts
+from projections import recall_index, tracking
 from projections import tables as t
-from projections import tracking
 from projections.packed_text import unpack
 from projections.parallel_catch_up import catch_up_in_parallel
 from projections.processor import Processor
@@ -50,6 +50,9 @@ def digest_on(conn: Connection, layout: bool = True) -> dict[str, str]:
             h.update(dumps([_plain(v, p) for v, p in zip(row, packed, strict=True)]).encode())
             h.update(b"\n")
         out[table.name] = h.hexdigest()
+    if conn.dialect.name == "sqlite":  # what the index holds: ``ctx_recall`` keeps no text
+        schema = conn.get_execution_options().get("schema_translate_map", {}).get(None)
+        out[recall_index.FTS] = recall_index.fts_digest(conn, schema)
     return out
 
 

@@ -30,12 +30,13 @@ from domain.context import Item
 from domain.recall_query import fts5_query, recall_terms, tsquery_text
 from projections.projector import Projector
 from projections.queries import head_commit_id
+from projections.recall_rows import recall_text
 from projections.records import NodeRow, SessionRow, node_key
 from projections.store import ProjectionStore
 
 FOLDED = "summarized"
-# As revision 0013's GIN index spells it (punctuation made spaces), so that index serves it.
-TSVECTOR = "to_tsvector('english', regexp_replace(text, '[[:punct:]]+', ' ', 'g'))"
+# The row's stored vector, which revision 0014's GIN index serves (``recall_index``)
+TSVECTOR = "tsv"
 _SQLITE = text(
     "SELECT r.notification_id, r.session_id, r.node_id, r.role, "
     "-bm25(ctx_recall_fts) AS score FROM ctx_recall_fts "
@@ -50,8 +51,6 @@ _POSTGRES = text(
     f"WHERE {TSVECTOR} @@ query AND session_id IN :sessions "
     "ORDER BY score DESC, notification_id"
 ).bindparams(bindparam("sessions", expanding=True))
-_TEXTS = text("SELECT notification_id, text FROM ctx_recall WHERE notification_id IN :ids"
-              ).bindparams(bindparam("ids", expanding=True))  # fmt: skip
 
 
 class _Lineage:
@@ -158,23 +157,11 @@ def recall(projector: Projector, store: ProjectionStore, session: SessionRow, qu
             found.append((row, entry[0], state))
             if len(found) == limit:
                 break
-        texts: dict[int, str] = {}
-        later: dict[str, str] = {}
-        if found:
-            ids = [r.notification_id for r, _, _ in found]
-            texts.update((int(i), str(v)) for i, v in conn.execute(_TEXTS, {"ids": ids}))
-            wanted = {n.key: n for _, node, _ in found if (n := lineage.after.get(node.key))}
-            if wanted:  # an empty IN is typed integer on PostgreSQL
-                # by the rows' keys (a node id alone has no index: a scan of every tenant)
-                ids = sorted({n.notification_id for n in wanted.values()})
-                by_id = {int(i): str(v) for i, v in conn.execute(_TEXTS, {"ids": ids})}
-                later.update((k, by_id[n.notification_id]) for k, n in wanted.items()
-                             if n.notification_id in by_id)  # fmt: skip
     hits = []
     for row, node, state in found:
         after = lineage.after.get(node.key)
         hits.append({"node_id": node.node_id, "session_id": node.session_id, "role": node.role,
                      "state": state, "score": float(row.score),
-                     "text": texts.get(int(row.notification_id), ""),
-                     "next_text": later.get(after.key, "") if after else ""})  # fmt: skip
+                     "text": recall_text(node),  # the node's own (the row keeps no copy)
+                     "next_text": recall_text(after) if after else ""})  # fmt: skip
     return {"hits": hits}

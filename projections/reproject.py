@@ -29,6 +29,7 @@ from eventsourcing.persistence import Notification
 from sqlalchemy import Connection, bindparam, select, text
 
 from domain.policy import Policy
+from projections import recall_index
 from projections import tables as t
 from projections.projector import Projector
 from projections.records import Outbox, SessionRow
@@ -133,13 +134,15 @@ def drop(conn: Connection, session_ids: list[str]) -> None:
     """Delete every projection row of ``session_ids``.
 
     On SQLite, deleting a recall row leaves its words in the FTS5 index's
-    older segments (marked deleted) until segments merge: ``optimize`` merges
-    them all now, so the erasure's ``VACUUM`` leaves none of them on disk."""
+    older segments (marked deleted) until segments merge: ``recall_index.settle``
+    merges them all now, so the erasure's ``VACUUM`` leaves none of them on disk."""
+    gone: list[int] = []
+    for chunk in _chunks(session_ids):  # while their nodes' rows still stand
+        gone += recall_index.unindex(conn, chunk)
     for table in SESSION_TABLES:
         for chunk in _chunks(session_ids):
             conn.execute(table.delete().where(table.c.session_id.in_(chunk)))
-    if conn.dialect.name == "sqlite":
-        conn.exec_driver_sql("INSERT INTO ctx_recall_fts(ctx_recall_fts) VALUES ('optimize')")
+    recall_index.settle(conn, gone)
 
 
 def drop_unused_tool_sets(conn: Connection, keys: set[str]) -> None:

@@ -35,8 +35,8 @@ from sqlalchemy.exc import OperationalError as SQLOperationalError
 
 from domain.policy import Policy
 from domain.store_config import sqlalchemy_url
+from projections import recall_index, tracking
 from projections import tables as t
-from projections import tracking
 from projections.packed_text import stored
 from projections.records import Outbox
 
@@ -175,7 +175,7 @@ class ProjectionStore:
         erasure re-projecting sessions of every partition): then every
         tracking row moves to ``position``."""
         self._insert(conn, t.nodes, outbox.nodes)
-        self._insert(conn, t.recall, outbox.recall)
+        recall_index.write(conn, self.schema, outbox.recall)  # with its full-text index
         of = partition if callable(partition) else (lambda _sid, p=partition: p)
         started = [dict(s.to_row(), partition=of(sid)) for sid, s in outbox.new_sessions.items()]
         self._insert(conn, t.sessions, started)
@@ -292,6 +292,7 @@ class ProjectionStore:
         rebuild would quietly keep that split (or the two would mix)."""
         with self.writing() as conn:
             if self.is_sqlite:  # a bare DELETE is SQLite's own truncate
+                recall_index.clear(conn)
                 for table in reversed(t.PROJECTION_TABLES):
                     conn.execute(table.delete())
             else:

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Table,
     Text,
 )
+from sqlalchemy.dialects.postgresql import TSVECTOR
 
 metadata = MetaData()
 
@@ -160,11 +161,11 @@ tool_sets = Table(
     Column("tools", Text, nullable=False),
 )
 
-# What recall searches (revision 0013): each node's original content, whatever its item's
+# What recall searches (revisions 0013, 0014): a row per node with text, whatever its item's
 # state.  The key is the node's event (one event adds one node): on SQLite it is the rowid
 # the FTS5 index ``ctx_recall_fts`` names rows by, so it must survive a VACUUM unchanged.
-# The full-text indexes themselves (FTS5, a GIN over ``to_tsvector``) exist only in the
-# migration: they are derived from ``text`` by the database and hold nothing of their own.
+# No copy of the text: it is the node's (``projections.recall_index``).  The full-text
+# indexes themselves (FTS5, a GIN over ``tsv``) exist only in the migrations.
 recall = Table(
     "ctx_recall",
     metadata,
@@ -178,7 +179,8 @@ recall = Table(
     Column("node_id", String(64), nullable=False),
     Column("seq", Integer, nullable=False),
     Column("role", String(16), nullable=False),
-    Column("text", Text, nullable=False),
+    # PostgreSQL: the text's ``tsvector`` (revision 0014); SQLite's index is FTS5's, so NULL
+    Column("tsv", Text().with_variant(TSVECTOR(), "postgresql")),
     Index("ix_ctx_recall_session", "session_id", "seq"),
 )
 

@@ -213,7 +213,7 @@ def test_a_large_node_leaves_no_byte_either(client: TestClient, store_url: str) 
     append(client, b, "user", input="after the attach")
     assert marker.encode() in _store_text(store_url)
     if store_url.startswith("sqlite"):  # the event and node row hold it compressed: the
-        # scan must decompress (recall's row keeps a plain, searchable copy beside them)
+        # scan must decompress (recall keeps only its index, revision 0014)
         path = Path(store_url[len("sqlite:///") :])
         raw = b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
         assert marker.encode() in _decompressed(raw)

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
 
+from projections import recall_index
 from projections import tables as t
 from projections.migrate import downgrade, upgrade
 from projections.rebuild import digest, rebuild_and_compare
@@ -24,6 +25,14 @@ def _recall_rows(rt: Any, session_id: str | None = None) -> list[Any]:
         query = query.where(t.recall.c.session_id == session_id)
     with rt.store.engine.connect() as conn:
         return list(conn.execute(query))
+
+
+def _indexed_texts(rt: Any, session_id: str) -> list[str]:
+    """The texts ``session_id``'s rows stand for in the index (the rows keep no copy)."""
+    with rt.store.engine.connect() as conn:
+        return [x for _, x in recall_index.node_texts(conn, None, " WHERE r.session_id = :sid "
+                                                      "ORDER BY r.notification_id",
+                                                      {"sid": session_id})]  # fmt: skip
 
 
 def _fts_terms(url: str, prefix: str) -> list[str]:
@@ -121,7 +130,7 @@ def test_text_that_postgresql_or_the_digest_could_trip_on(
     append(client, sid, "tool", name="read_file", input={"path": "a.bin"},
            output="head\u0000tail quokka", caller=caller)  # fmt: skip
     append(client, sid, "user", input="zlib: which codec packs the quokka archive?")
-    texts = [r.text for r in _recall_rows(runtime, sid)]
+    texts = _indexed_texts(runtime, sid)
     assert not any("\x00" in x for x in texts) and any("head tail quokka" in x for x in texts)
     assert len(recall(client, sid, "quokka")) == 2
     assert rebuild_and_compare(store_url)["identical"]
@@ -135,4 +144,4 @@ def test_recalls_own_answers_are_not_searched_again(client: TestClient, runtime:
     append(client, sid, "tool", name="recall", input={"query": "wombat"}, output=answer,
            caller=caller)  # fmt: skip
     assert [h["role"] for h in recall(client, sid, "wombat")] == ["user"]
-    assert all("matching" not in r.text for r in _recall_rows(runtime, sid))
+    assert all("matching" not in x for x in _indexed_texts(runtime, sid))
