@@ -31,7 +31,7 @@ from typing import Any
 
 MAX_UNIT_CHARS = 240  # one unit never crowds out the others
 MAX_SOURCE_CHARS = 20_000  # of one item's text read for units (a huge dump's head is enough)
-LINE_OVERHEAD = 3  # tokens a "- " line costs besides its words
+LINE_OVERHEAD = 1  # the newline before a "- " line (its "- " is counted with it)
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:@#+-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=\S)")
@@ -96,13 +96,15 @@ def _units(index: int, item: dict[str, Any], count: Callable[[str], int]) -> lis
     else:
         pieces, prefix = _sentences(text), f"{role}: "
     out = []
-    for position, piece in enumerate(pieces):
+    for position, said in enumerate(pieces):
+        # a message's sentence: said in fewer tokens, its facts all kept
+        piece = compress(said) if prefix else said
         # a speaker's name says who spoke better than the role does
         line = _clip(piece if prefix and _SPEAKER.match(piece) else prefix + piece)
         words = _features(piece)
-        if len(words) < 2 or _ACK.match(piece) and len(words) < 4:
+        if len(words) < 2 or _ACK.match(said) and len(words) < 4:
             continue  # a greeting, an acknowledgement: no fact to keep
-        out.append(Unit((index, position), line, words, count(line) + LINE_OVERHEAD))
+        out.append(Unit((index, position), line, words, count(f"- {line}") + LINE_OVERHEAD))
     return out
 
 
@@ -189,3 +191,46 @@ def _select(units: list[Unit], budget: int) -> list[Unit]:
 
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_UNIT_CHARS else text[: MAX_UNIT_CHARS - 1].rstrip() + "…"
+
+
+# Words a message's sentence loses in its summary line (``compress``): articles,
+# forms of "be", most connectives and prepositions, fillers and interjections.
+# None is in a fact: names, numbers, content words, pronouns (who did what),
+# negations and "before"/"after" (when) all stay, so the line keeps what the
+# sentence said in about a fifth fewer tokens and the summary holds more lines.
+_FILLER = frozenset("""
+a an the is are was were be been being am it's that's there's of to in on at by for as into
+and so then that this these those it its there really very just too also totally definitely
+actually literally super quite basically honestly oh ok okay yeah yep wow hey hi hello lol haha
+um uh hmm
+""".split())  # fmt: skip
+_INTERJECTION = re.compile(
+    r"^(?:(?:hey|hi|hello|oh|wow|yeah|yes|yep|haha+|lol|omg|ah+|aw+|um|uh|well|hmm|ok|okay|"
+    r"thanks|thank you|congrats|congratulations|sure|great|cool|nice|awesome|totally|"
+    r"definitely|absolutely)(?:,? [A-Z][a-z]+)?\s*(?:[,!.:;-]+\s+|[,!.:;-]*$))+", re.I)
+_HEAD = re.compile(r"^(?:\([^)]{0,60}\)\s*)?(?:[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s)?")
+_CODE = re.compile(r"[`{};=<>|\\]|\w\(|https?://")  # code or a command: left as written
+_TRAIL = ",.!?;:"
+
+
+def compress(sentence: str) -> str:
+    """``sentence`` without its opening interjection ("Hey John,", "Wow!") and fillers.
+
+    The date and speaker in front of it are kept as they are; a sentence that
+    looks like code, a command or an address is kept whole.
+    """
+    head = _HEAD.match(sentence)
+    start = head.end() if head else 0
+    body = sentence[start:]
+    if _CODE.search(body):
+        return sentence
+    body = _INTERJECTION.sub("", body)
+    kept: list[str] = []
+    for word in body.split(" "):
+        core = word.rstrip(_TRAIL)
+        if core.lower() not in _FILLER:
+            kept.append(word)
+        elif core != word and kept:  # the word goes, its comma or full stop stays
+            kept[-1] = kept[-1].rstrip(_TRAIL) + word[len(core):]
+    text = " ".join(kept).strip()
+    return sentence[:start] + text if text else sentence[:start].rstrip()

@@ -34,7 +34,7 @@ def test_keeps_facts_drops_greetings_and_is_deterministic() -> None:
     for fact in ("Lisbon", "3 March 2023", "Biscuit", "8431", "/etc/app/settings.toml"):
         assert fact in text
     assert "How are you" not in text and "so nice" not in text
-    assert "Caroline: I adopted a dog" in text, "a speaker's name carries to each sentence"
+    assert "Caroline: I adopted dog" in text, "a speaker's name carries to each sentence"
 
 
 def test_fills_the_budget_and_no_more() -> None:
