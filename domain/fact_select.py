@@ -64,25 +64,46 @@ class Unit:
     order: tuple[int, int]  # (item, position in item): the output follows the source
     text: str  # the line as printed, without its "- "
     words: dict[str, float]  # content token -> its feature weight (before rarity)
-    cost: int  # tokens
+    cost: int  # tokens, as a line of its own
+    label: str = ""  # "Maria: ", "user: ": units of one item with one label share a line
+    joined: int = 0  # tokens when it joins a line of its item and label already in
 
 
 def summarize_facts(items: list[dict[str, Any]], max_tokens: int, header: str,
                     count: Callable[[str], int]) -> str:  # fmt: skip
     """``header`` and the most informative units of ``items`` within ``max_tokens``."""
     units = [u for index, item in enumerate(items) for u in _units(index, item, count)]
-    budget = max_tokens - count(header) - 1
-    chosen = _select(units, budget)
-    lines = [header, *(f"- {u.text}" for u in sorted(chosen, key=lambda u: u.order))]
-    return "\n".join(lines)
+    chosen = _select(units, max_tokens - count(header) - 1)
+    while chosen:
+        text = "\n".join([header, *_lines(chosen)])
+        if count(text) <= max_tokens:
+            return text
+        chosen.pop()  # a join counted short (never seen): the least informative goes
+    return header
+
+
+def _lines(chosen: list[Unit]) -> list[str]:
+    """One ``- `` line per item and label, its sentences in their order."""
+    lines: list[str] = []
+    at: dict[tuple[int, str], int] = {}
+    for unit in sorted(chosen, key=lambda u: u.order):
+        key = (unit.order[0], unit.label)
+        if unit.label and key in at:
+            lines[at[key]] += " " + unit.text[len(unit.label) :]
+            continue
+        at[key] = len(lines)
+        lines.append(f"- {unit.text}")
+    return lines
+
 
 
 def _units(index: int, item: dict[str, Any], count: Callable[[str], int]) -> list[Unit]:
     role = str(item.get("role") or "item")
     text = str(item.get("rendered") or "")[:MAX_SOURCE_CHARS]
     pieces: list[str]
-    if role == "summary":
-        pieces = [line[2:] for line in text.splitlines() if line.startswith("- ")]
+    if role == "summary":  # a line of several sentences is re-selected sentence by sentence
+        pieces = [p for line in text.splitlines() if line.startswith("- ")
+                  for p in _labelled(line[2:])]  # fmt: skip
         prefix = ""
     elif role == "tool":
         name = str(item.get("name") or "tool")
@@ -104,8 +125,29 @@ def _units(index: int, item: dict[str, Any], count: Callable[[str], int]) -> lis
         words = _features(piece)
         if len(words) < 2 or _ACK.match(said) and len(words) < 4:
             continue  # a greeting, an acknowledgement: no fact to keep
-        out.append(Unit((index, position), line, words, count(f"- {line}") + LINE_OVERHEAD))
+        label = _label(line) if role != "tool" else ""
+        body = line[len(label) :]
+        joined = count(" " + body) if label else 0
+        out.append(Unit((index, position), line, words, count(f"- {line}") + LINE_OVERHEAD,
+                        label, joined))  # fmt: skip
     return out
+
+
+_LABEL = re.compile(r"^(?:(?:user|assistant): )?(?:[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}: )?")
+
+
+def _label(line: str) -> str:
+    """The role and speaker a line opens with ("user: ", "Maria: "); "" for none."""
+    found = _LABEL.match(line)
+    return found.group() if found else ""
+
+
+def _labelled(line: str) -> list[str]:
+    """A summary line's sentences, each with the line's label ("Maria: A. B." -> two)."""
+    label = _label(line)
+    if not label or line.startswith(("(", "tool ")):
+        return [line]
+    return [label + part for part in _SENTENCE.split(line[len(label) :])]
 
 
 def _sentences(text: str) -> list[str]:
@@ -163,29 +205,47 @@ def _select(units: list[Unit], budget: int) -> list[Unit]:
     total = len(units)
     rarity = {w: math.log(1 + total / d) for w, d in df.items()}
     covered: set[str] = set()
+    opened: set[tuple[int, str]] = set()  # (item, label) with a line in the summary already
+
+    def cost(unit: Unit) -> int:
+        return unit.joined if unit.label and (unit.order[0], unit.label) in opened else unit.cost
 
     def gain(unit: Unit) -> float:
         return sum(w * rarity[t] * (0.25 if t in covered else 1.0)
-                   for t, w in unit.words.items()) / unit.cost  # fmt: skip
+                   for t, w in unit.words.items()) / cost(unit)  # fmt: skip
 
     heap = [(-gain(u), u.order, i) for i, u in enumerate(units)]
     heapq.heapify(heap)
+    siblings: dict[tuple[int, str], list[int]] = {}
+    for i, unit in enumerate(units):
+        if unit.label:
+            siblings.setdefault((unit.order[0], unit.label), []).append(i)
     chosen: list[Unit] = []
+    taken: set[int] = set()
     spent = 0
     while heap:
         negative, _, index = heapq.heappop(heap)
         unit = units[index]
+        if index in taken:
+            continue  # an earlier entry of a unit scored again after a sibling came in
         fresh = gain(unit)
         if heap and fresh < -heap[0][0] - 1e-12:
             heapq.heappush(heap, (-fresh, unit.order, index))
             continue  # its gain fell since it was scored: score it again in line
-        if spent + unit.cost > budget:
+        if spent + cost(unit) > budget:
             continue
         if not any(t not in covered for t in unit.words):
             continue  # a near-duplicate: everything it says is in already
         chosen.append(unit)
-        spent += unit.cost
+        taken.add(index)
+        spent += cost(unit)
         covered.update(unit.words)
+        key = (unit.order[0], unit.label)
+        if unit.label and key not in opened:
+            opened.add(key)  # its item's other sentences now join this line: cheaper
+            for other in siblings[key]:
+                if other not in taken:
+                    heapq.heappush(heap, (-gain(units[other]), units[other].order, other))
     return chosen
 
 

@@ -20,7 +20,7 @@ def test_the_lines_of_a_fact_summary_are_found_in_their_own_node_only() -> None:
     ]  # fmt: skip
     summary = summarize_facts(items, 400, "Summary of 3 items.", count_tokens)
     user, tool, assistant = (kept_lines(summary, str(i["rendered"])) for i in items)
-    assert user == ["- user: Deploy eu-west-1 first.", "- user: run smoke tests."]
+    assert user == ["- user: Deploy eu-west-1 first. run smoke tests."]
     assert "- tool read_file: name = demo" in tool  # port = 8431: the assistant says it
     assert any(line.startswith("- read_file(") and "-> " in line for line in tool), "the digest"
     assert assistant == ["- assistant: port 8431, conf/settings.toml says."]
