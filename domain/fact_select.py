@@ -12,12 +12,16 @@ information each adds per token, until the fold's budget is full:
   dates, paths and identifiers, raised for capitalised words and error lines;
 * a unit's gain counts only the tokens no chosen unit holds yet, so
   near-duplicates come in once and the summary covers many facts;
-* greetings and acknowledgements (no content words) never enter.
+* greetings and acknowledgements (no content words) never enter;
+* a message's sentence is said without its fillers (``domain.fact_compress``),
+  and the sentences kept of one message share one ``- Name: `` line, so the
+  name and the line's start are paid once: more facts fit the same budget.
 
-The chosen units are printed in their original order, one ``- `` line each,
-so a later fold reads them back as units and re-selects among old and new
-facts alike, rather than keeping the newest lines.  Everything is pure and
-deterministic: equal items and budget give byte-equal text.
+The chosen units are printed in their original order, so a later fold reads
+them back (a line of several sentences sentence by sentence) and re-selects
+among old and new facts alike, rather than keeping the newest lines.
+Everything is pure and deterministic: equal items and budget give byte-equal
+text.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from domain.fact_compress import compress
 
 MAX_UNIT_CHARS = 240  # one unit never crowds out the others
 MAX_SOURCE_CHARS = 20_000  # of one item's text read for units (a huge dump's head is enough)
@@ -96,7 +102,6 @@ def _lines(chosen: list[Unit]) -> list[str]:
     return lines
 
 
-
 def _units(index: int, item: dict[str, Any], count: Callable[[str], int]) -> list[Unit]:
     role = str(item.get("role") or "item")
     text = str(item.get("rendered") or "")[:MAX_SOURCE_CHARS]
@@ -126,6 +131,8 @@ def _units(index: int, item: dict[str, Any], count: Callable[[str], int]) -> lis
         if len(words) < 2 or _ACK.match(said) and len(words) < 4:
             continue  # a greeting, an acknowledgement: no fact to keep
         label = _label(line) if role != "tool" else ""
+        if label and not line.endswith((".", "!", "?")):
+            line += "."  # a sentence, so a later fold splits a joined line where it was joined
         body = line[len(label) :]
         joined = count(" " + body) if label else 0
         out.append(Unit((index, position), line, words, count(f"- {line}") + LINE_OVERHEAD,
@@ -251,46 +258,3 @@ def _select(units: list[Unit], budget: int) -> list[Unit]:
 
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_UNIT_CHARS else text[: MAX_UNIT_CHARS - 1].rstrip() + "…"
-
-
-# Words a message's sentence loses in its summary line (``compress``): articles,
-# forms of "be", most connectives and prepositions, fillers and interjections.
-# None is in a fact: names, numbers, content words, pronouns (who did what),
-# negations and "before"/"after" (when) all stay, so the line keeps what the
-# sentence said in about a fifth fewer tokens and the summary holds more lines.
-_FILLER = frozenset("""
-a an the is are was were be been being am it's that's there's of to in on at by for as into
-and so then that this these those it its there really very just too also totally definitely
-actually literally super quite basically honestly oh ok okay yeah yep wow hey hi hello lol haha
-um uh hmm
-""".split())  # fmt: skip
-_INTERJECTION = re.compile(
-    r"^(?:(?:hey|hi|hello|oh|wow|yeah|yes|yep|haha+|lol|omg|ah+|aw+|um|uh|well|hmm|ok|okay|"
-    r"thanks|thank you|congrats|congratulations|sure|great|cool|nice|awesome|totally|"
-    r"definitely|absolutely)(?:,? [A-Z][a-z]+)?\s*(?:[,!.:;-]+\s+|[,!.:;-]*$))+", re.I)
-_HEAD = re.compile(r"^(?:\([^)]{0,60}\)\s*)?(?:[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s)?")
-_CODE = re.compile(r"[`{};=<>|\\]|\w\(|https?://")  # code or a command: left as written
-_TRAIL = ",.!?;:"
-
-
-def compress(sentence: str) -> str:
-    """``sentence`` without its opening interjection ("Hey John,", "Wow!") and fillers.
-
-    The date and speaker in front of it are kept as they are; a sentence that
-    looks like code, a command or an address is kept whole.
-    """
-    head = _HEAD.match(sentence)
-    start = head.end() if head else 0
-    body = sentence[start:]
-    if _CODE.search(body):
-        return sentence
-    body = _INTERJECTION.sub("", body)
-    kept: list[str] = []
-    for word in body.split(" "):
-        core = word.rstrip(_TRAIL)
-        if core.lower() not in _FILLER:
-            kept.append(word)
-        elif core != word and kept:  # the word goes, its comma or full stop stays
-            kept[-1] = kept[-1].rstrip(_TRAIL) + word[len(core):]
-    text = " ".join(kept).strip()
-    return sentence[:start] + text if text else sentence[:start].rstrip()

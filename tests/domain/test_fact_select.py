@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.fact_select import compress
+from domain.fact_compress import compress
 from domain.summarizer import BudgetedSummarizer, ExtractiveSummarizer
 from domain.tokens import count_tokens
 
