@@ -12,12 +12,16 @@ information each adds per token, until the fold's budget is full:
   dates, paths and identifiers, raised for capitalised words and error lines;
 * a unit's gain counts only the tokens no chosen unit holds yet, so
   near-duplicates come in once and the summary covers many facts;
-* greetings and acknowledgements (no content words) never enter.
+* greetings and acknowledgements (no content words) never enter;
+* a message's sentence is said without its fillers (``domain.fact_compress``),
+  and the sentences kept of one message share one ``- Name: `` line, so the
+  name and the line's start are paid once: more facts fit the same budget.
 
-The chosen units are printed in their original order, one ``- `` line each,
-so a later fold reads them back as units and re-selects among old and new
-facts alike, rather than keeping the newest lines.  Everything is pure and
-deterministic: equal items and budget give byte-equal text.
+The chosen units are printed in their original order, so a later fold reads
+them back (a line of several sentences sentence by sentence) and re-selects
+among old and new facts alike, rather than keeping the newest lines.
+Everything is pure and deterministic: equal items and budget give byte-equal
+text.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from domain.fact_compress import compress
+
 MAX_UNIT_CHARS = 240  # one unit never crowds out the others
 MAX_SOURCE_CHARS = 20_000  # of one item's text read for units (a huge dump's head is enough)
-LINE_OVERHEAD = 3  # tokens a "- " line costs besides its words
+LINE_OVERHEAD = 1  # the newline before a "- " line (its "- " is counted with it)
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:@#+-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=\S)")
@@ -64,25 +70,45 @@ class Unit:
     order: tuple[int, int]  # (item, position in item): the output follows the source
     text: str  # the line as printed, without its "- "
     words: dict[str, float]  # content token -> its feature weight (before rarity)
-    cost: int  # tokens
+    cost: int  # tokens, as a line of its own
+    label: str = ""  # "Maria: ", "user: ": units of one item with one label share a line
+    joined: int = 0  # tokens when it joins a line of its item and label already in
 
 
 def summarize_facts(items: list[dict[str, Any]], max_tokens: int, header: str,
                     count: Callable[[str], int]) -> str:  # fmt: skip
     """``header`` and the most informative units of ``items`` within ``max_tokens``."""
     units = [u for index, item in enumerate(items) for u in _units(index, item, count)]
-    budget = max_tokens - count(header) - 1
-    chosen = _select(units, budget)
-    lines = [header, *(f"- {u.text}" for u in sorted(chosen, key=lambda u: u.order))]
-    return "\n".join(lines)
+    chosen = _select(units, max_tokens - count(header) - 1)
+    while chosen:
+        text = "\n".join([header, *_lines(chosen)])
+        if count(text) <= max_tokens:
+            return text
+        chosen.pop()  # a join counted short (never seen): the least informative goes
+    return header
+
+
+def _lines(chosen: list[Unit]) -> list[str]:
+    """One ``- `` line per item and label, its sentences in their order."""
+    lines: list[str] = []
+    at: dict[tuple[int, str], int] = {}
+    for unit in sorted(chosen, key=lambda u: u.order):
+        key = (unit.order[0], unit.label)
+        if unit.label and key in at:
+            lines[at[key]] += " " + unit.text[len(unit.label) :]
+            continue
+        at[key] = len(lines)
+        lines.append(f"- {unit.text}")
+    return lines
 
 
 def _units(index: int, item: dict[str, Any], count: Callable[[str], int]) -> list[Unit]:
     role = str(item.get("role") or "item")
     text = str(item.get("rendered") or "")[:MAX_SOURCE_CHARS]
     pieces: list[str]
-    if role == "summary":
-        pieces = [line[2:] for line in text.splitlines() if line.startswith("- ")]
+    if role == "summary":  # a line of several sentences is re-selected sentence by sentence
+        pieces = [p for line in text.splitlines() if line.startswith("- ")
+                  for p in _labelled(line[2:])]  # fmt: skip
         prefix = ""
     elif role == "tool":
         name = str(item.get("name") or "tool")
@@ -96,14 +122,39 @@ def _units(index: int, item: dict[str, Any], count: Callable[[str], int]) -> lis
     else:
         pieces, prefix = _sentences(text), f"{role}: "
     out = []
-    for position, piece in enumerate(pieces):
+    for position, said in enumerate(pieces):
+        # a message's sentence: said in fewer tokens, its facts all kept
+        piece = compress(said) if prefix else said
         # a speaker's name says who spoke better than the role does
         line = _clip(piece if prefix and _SPEAKER.match(piece) else prefix + piece)
         words = _features(piece)
-        if len(words) < 2 or _ACK.match(piece) and len(words) < 4:
+        if len(words) < 2 or _ACK.match(said) and len(words) < 4:
             continue  # a greeting, an acknowledgement: no fact to keep
-        out.append(Unit((index, position), line, words, count(line) + LINE_OVERHEAD))
+        label = _label(line) if role != "tool" else ""
+        if label and not line.endswith((".", "!", "?")):
+            line += "."  # a sentence, so a later fold splits a joined line where it was joined
+        body = line[len(label) :]
+        joined = count(" " + body) if label else 0
+        out.append(Unit((index, position), line, words, count(f"- {line}") + LINE_OVERHEAD,
+                        label, joined))  # fmt: skip
     return out
+
+
+_LABEL = re.compile(r"^(?:(?:user|assistant): )?(?:[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}: )?")
+
+
+def _label(line: str) -> str:
+    """The role and speaker a line opens with ("user: ", "Maria: "); "" for none."""
+    found = _LABEL.match(line)
+    return found.group() if found else ""
+
+
+def _labelled(line: str) -> list[str]:
+    """A summary line's sentences, each with the line's label ("Maria: A. B." -> two)."""
+    label = _label(line)
+    if not label or line.startswith(("(", "tool ")):
+        return [line]
+    return [label + part for part in _SENTENCE.split(line[len(label) :])]
 
 
 def _sentences(text: str) -> list[str]:
@@ -161,29 +212,47 @@ def _select(units: list[Unit], budget: int) -> list[Unit]:
     total = len(units)
     rarity = {w: math.log(1 + total / d) for w, d in df.items()}
     covered: set[str] = set()
+    opened: set[tuple[int, str]] = set()  # (item, label) with a line in the summary already
+
+    def cost(unit: Unit) -> int:
+        return unit.joined if unit.label and (unit.order[0], unit.label) in opened else unit.cost
 
     def gain(unit: Unit) -> float:
         return sum(w * rarity[t] * (0.25 if t in covered else 1.0)
-                   for t, w in unit.words.items()) / unit.cost  # fmt: skip
+                   for t, w in unit.words.items()) / cost(unit)  # fmt: skip
 
     heap = [(-gain(u), u.order, i) for i, u in enumerate(units)]
     heapq.heapify(heap)
+    siblings: dict[tuple[int, str], list[int]] = {}
+    for i, unit in enumerate(units):
+        if unit.label:
+            siblings.setdefault((unit.order[0], unit.label), []).append(i)
     chosen: list[Unit] = []
+    taken: set[int] = set()
     spent = 0
     while heap:
         negative, _, index = heapq.heappop(heap)
         unit = units[index]
+        if index in taken:
+            continue  # an earlier entry of a unit scored again after a sibling came in
         fresh = gain(unit)
         if heap and fresh < -heap[0][0] - 1e-12:
             heapq.heappush(heap, (-fresh, unit.order, index))
             continue  # its gain fell since it was scored: score it again in line
-        if spent + unit.cost > budget:
+        if spent + cost(unit) > budget:
             continue
         if not any(t not in covered for t in unit.words):
             continue  # a near-duplicate: everything it says is in already
         chosen.append(unit)
-        spent += unit.cost
+        taken.add(index)
+        spent += cost(unit)
         covered.update(unit.words)
+        key = (unit.order[0], unit.label)
+        if unit.label and key not in opened:
+            opened.add(key)  # its item's other sentences now join this line: cheaper
+            for other in siblings[key]:
+                if other not in taken:
+                    heapq.heappush(heap, (-gain(units[other]), units[other].order, other))
     return chosen
 
 

@@ -7,9 +7,10 @@ survives for a node when what it says, without the labels summarizers put
 in front (``- ``, ``user: ``, ``tool read_file: ``, a speaker's ``Name: ``,
 a tool digest's ``-> 3 lines: ``), occurs in the node's text with its
 whitespace collapsed.  The extractive summaries quote sentences and lines
-whole (``domain.fact_select``), so theirs are found; an LLM's are found
-where it kept a specific verbatim, as its prompt asks.  Pure and
-deterministic: equal texts give equal lines.
+whole, or a message's sentence without its fillers (``fact_select.compress``:
+its words in the node's order, a few dropped words apart), so theirs are
+found; an LLM's are found where it kept a specific verbatim, as its prompt
+asks.  Pure and deterministic: equal texts give equal lines.
 """
 
 from __future__ import annotations
@@ -58,9 +59,39 @@ def kept_lines(summary: str, source: str) -> list[str]:
     source = source[:MAX_SOURCE_CHARS]
     plain = _collapsed(source)
     masked = _collapsed(mask(source)[0])
+    words = (_words(plain), _words(masked))
     kept = []
     for raw in summary.splitlines():
         line = raw.strip()
-        if any(q in plain or q in masked for q in _quotes(line)):
+        quotes = _quotes(line)
+        if any(q in plain or q in masked for q in quotes) or any(
+            _in_order(_words(q), w) for q in quotes for w in words
+        ):
             kept.append(line)
     return kept
+
+
+MAX_GAP = 4  # source words a compressed line may skip between two of its own
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in (w.strip(",.!?;:").lower() for w in text.split()) if w]
+
+
+def _in_order(quote: list[str], source: list[str]) -> bool:
+    """Whether ``quote`` occurs in ``source`` in order, at most ``MAX_GAP`` words apart."""
+    if len(quote) < 2:
+        return False
+    for start, word in enumerate(source):
+        if word != quote[0]:
+            continue
+        at, found = start, 1
+        while found < len(quote):
+            window = source[at + 1 : at + 2 + MAX_GAP]
+            if quote[found] not in window:
+                break
+            at += 1 + window.index(quote[found])
+            found += 1
+        if found == len(quote):
+            return True
+    return False

@@ -38,9 +38,7 @@ def test_what_survived_of_a_node_reads_masked(store_url: str) -> None:
             why = ok(r)
         assert why["current"]["state"] == "summarized"
         assert why["summarized_by"] == summary_id
-        assert why["survived"] == [
-            "- user: The key is [REDACTED:openai_key] for the staging account in eu-west-1."
-        ]
+        assert why["survived"] == ["- user: key [REDACTED:openai_key] staging account eu-west-1."]
         assert SECRETS["openai_key"] not in r.text
     finally:
         rt.close()

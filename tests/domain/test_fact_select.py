@@ -7,6 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from domain.fact_compress import compress
 from domain.summarizer import BudgetedSummarizer, ExtractiveSummarizer
 from domain.tokens import count_tokens
 
@@ -34,7 +35,8 @@ def test_keeps_facts_drops_greetings_and_is_deterministic() -> None:
     for fact in ("Lisbon", "3 March 2023", "Biscuit", "8431", "/etc/app/settings.toml"):
         assert fact in text
     assert "How are you" not in text and "so nice" not in text
-    assert "Caroline: I adopted a dog" in text, "a speaker's name carries to each sentence"
+    # one line per message and speaker: the name is said once for its sentences
+    assert "- Caroline: I moved Lisbon 3 March 2023. I adopted dog named Biscuit." in text
 
 
 def test_fills_the_budget_and_no_more() -> None:
@@ -54,6 +56,24 @@ def test_a_nested_summary_reselects_old_facts() -> None:
                for n in range(100)]  # fmt: skip
     again = s.summarize_within([{"role": "summary", "rendered": first}, *chatter], 120)
     assert "8431" in again and "Biscuit" in again
+
+
+def test_a_line_of_sentences_is_chosen_again_sentence_by_sentence() -> None:
+    """A folded summary's line of several sentences keeps its label on each one kept."""
+    s = ExtractiveSummarizer()
+    first = s.summarize_within(CHAT, 200)
+    again = s.summarize_within([{"role": "summary", "rendered": first}], 30)
+    assert "Caroline: " in again and again.count("Caroline: ") == 1
+    kept = [line for line in again.splitlines() if line.startswith("- Caroline: ")]
+    assert kept and len(kept[0]) < len(first.splitlines()[1]), "one of its sentences went"
+
+
+def test_compress_keeps_facts_drops_fillers() -> None:
+    said = "(1 May 2023) Maria: Hey John, I went to the castle in England with my aunt."
+    assert compress(said) == "(1 May 2023) Maria: I went castle England with my aunt."
+    assert compress("I didn't go to the gym, not once.") == "I didn't go gym, not once."
+    code = "Run the tests: for x in range(3): print(x)"
+    assert compress(code) == code, "code is left as written"
 
 
 def test_tool_digest_names_the_call_and_its_error() -> None:

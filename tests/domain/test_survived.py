@@ -20,10 +20,10 @@ def test_the_lines_of_a_fact_summary_are_found_in_their_own_node_only() -> None:
     ]  # fmt: skip
     summary = summarize_facts(items, 400, "Summary of 3 items.", count_tokens)
     user, tool, assistant = (kept_lines(summary, str(i["rendered"])) for i in items)
-    assert user == ["- user: Deploy to eu-west-1 first.", "- user: Then run the smoke tests."]
-    assert "- tool read_file: port = 8431" in tool
+    assert user == ["- user: Deploy eu-west-1 first. run smoke tests."]
+    assert "- tool read_file: name = demo" in tool  # port = 8431: the assistant says it
     assert any(line.startswith("- read_file(") and "-> " in line for line in tool), "the digest"
-    assert assistant == ["- assistant: The port is 8431, as conf/settings.toml says."]
+    assert assistant == ["- assistant: port 8431, conf/settings.toml says."]
     assert not set(user) & set(tool) and not set(tool) & set(assistant)
     assert kept_lines(summary, SETTINGS) == tool, "deterministic"
 
@@ -57,3 +57,12 @@ def test_a_summary_written_masked_quotes_the_masked_source() -> None:
     summary = f"- user: {mask(source)[0]}"
     assert kept_lines(summary, source) == [summary]
     assert kept_lines(summary, "nothing alike here at all") == []
+
+
+def test_a_compressed_sentence_is_found_in_its_node_only() -> None:
+    """A message's line loses its fillers (``compress``) and still quotes its node."""
+    source = "Maria: Hey John! I went to the castle in the hills of England with my aunt."
+    line = "- Maria: I went castle hills England with my aunt."
+    assert kept_lines(line, source) == [line]
+    assert kept_lines(line, "Maria: I went home. The castle was far. England won.") == []
+    assert kept_lines(line, "John: my aunt went with me to England") == []

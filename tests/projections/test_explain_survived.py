@@ -38,8 +38,8 @@ def test_explain_shows_the_lines_a_summary_kept_of_a_node(store_url: str) -> Non
         tool = seen["[tool result: 63 lin"]
         assert tool["summarized_by"] == summary_id
         assert "- tool read_file: port = 8431" in tool["survived"]
-        assert "- assistant: Reading the settings." not in tool["survived"]
-        assert seen["Reading the settings"]["survived"] == ["- assistant: Reading the settings."]
+        assert "- assistant: Reading settings." not in tool["survived"]
+        assert seen["Reading the settings"]["survived"] == ["- assistant: Reading settings."]
         assert seen["Read the settings, t"] == {"summarized_by": None, "survived": []}
         summary = next(i for i in rt.head_commit(sid)["items"] if i["item_id"] == summary_id)
         for kept in tool["survived"]:
@@ -79,7 +79,7 @@ def test_a_fold_of_folds_answers_with_the_summary_the_head_shows(store_url: str)
         assert tool["summarized_by"] == second["summary_id"]
         assert "- tool read_file: port = 8431" in tool["survived"]
         assert seen["Later step 0: deploy"]["survived"] == [
-            "- assistant: Later step 0: deploying build 007 to stage."
+            "- assistant: Later step 0: deploying build 007 stage."
         ]
     finally:
         rt.close()
