@@ -58,10 +58,20 @@ def text_words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
 
 
-def found_only_in_secrets(text: str, masked: str, terms: list[str]) -> bool:
-    """Whether ``text`` holds the query's ``terms`` only inside what redaction masks
-    (``masked``): such a hit would answer whether a guessed secret is there."""
-    if masked == text:
+def _stem(word: str) -> str:
+    """A rough stem, so that a term the engines matched through their stemmer (``keys`` for
+    ``key``) is still seen: erring towards equal stems only ever drops a hit."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def matched_in_secret(text: str, blanked: str, terms: list[str]) -> bool:
+    """Whether a query term occurs in ``text`` only inside a secret (``blanked``: ``text``
+    with its secrets blanked out).  Such a hit is dropped whole: shown masked, its presence
+    (or its score) would still confirm a guessed secret."""
+    if blanked == text:
         return False
-    shown = text_words(masked)
-    return not shown.intersection(terms) and bool(text_words(text).intersection(terms))
+    hidden = {_stem(w) for w in text_words(text)} - {_stem(w) for w in text_words(blanked)}
+    return any(_stem(term) in hidden for term in terms)

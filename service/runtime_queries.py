@@ -12,9 +12,9 @@ from domain import errors
 from domain.catalogue import window_warnings
 from domain.native_blocks import left_out
 from domain.provider_compaction import folds
-from domain.recall_query import found_only_in_secrets, recall_terms
+from domain.recall_query import matched_in_secret, recall_terms
 from domain.render import render_shape
-from domain.rules.redact import mask, mask_json
+from domain.rules.redact import blank, mask, mask_json
 from domain.tool_specs import recall_listed
 from projections import queries as q
 from projections import session_queries as sq
@@ -170,10 +170,9 @@ class Queries(RuntimeCore):
         terms, hits = recall_terms(q), []
         for hit in found["hits"]:
             if redact:  # matched on the original, shown masked
-                masked = mask(hit["text"])[0]
-                if found_only_in_secrets(hit["text"], masked, terms):
+                if matched_in_secret(hit["text"], blank(hit["text"]), terms):
                     continue  # else a search would confirm a guessed secret
-                hit["text"] = masked
+                hit["text"] = mask(hit["text"])[0]
                 hit["next_text"] = mask(hit["next_text"])[0]
             hit["next_text"] = hit["next_text"][:NEXT_CAP]  # cut after masking: no half secret
             hits.append(hit)

@@ -130,7 +130,10 @@ def app(store_url: str) -> Iterator[object]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "quick: the edit-and-test tier (tests/tiers.py)")
     config.addinivalue_line("markers", "postgres: needs PostgreSQL without a store_url param")
-    config.pluginmanager.register(_PostgresForTheRun(), "ctxstore-postgres")
+    postgres = _PostgresForTheRun()
+    config.pluginmanager.register(postgres, "ctxstore-postgres")
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        postgres.start_for_the_workers()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -144,6 +147,19 @@ class _PostgresForTheRun:
     """Once the tests to run are chosen: PostgreSQL for those that need it (pg_provider)."""
 
     cluster: pg_provider.Cluster | None = None
+
+    def start_for_the_workers(self) -> None:
+        """Under pytest-xdist (``-n``), before the workers start: one throwaway cluster for
+        all of them, whose address they inherit, rather than one each (and workers that
+        could disagree on which tests they collected). Where none can start, each worker
+        finds the same and decides alike."""
+        if "postgres" not in STORES or pg_provider.answers(pg_admin_url()):
+            return
+        try:
+            self.cluster = pg_provider.start_cluster()
+        except pg_provider.Unavailable:
+            return
+        os.environ["CTXSTORE_TEST_PG_URL"] = self.cluster.url
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(

@@ -51,6 +51,14 @@ def mask(text: str) -> tuple[str, list[str]]:
     return text, found
 
 
+def blank(text: str) -> str:
+    """``text`` with every secret replaced by a space: the words a reader of the masked text
+    can see, and no word of the placeholder (a search must not match ``aws`` through it)."""
+    for _, pattern in PATTERNS:
+        text = pattern.sub(lambda m: f"{m.group(1) if m.re.groups else ''} ", text)
+    return text
+
+
 def mask_json(value: Any, found: list[str] | None = None) -> tuple[Any, list[str]]:
     """Every string inside ``value`` masked (opaque block fields left alone)."""
     found = [] if found is None else found

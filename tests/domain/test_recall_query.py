@@ -23,3 +23,18 @@ def test_the_engines_syntax_quotes_every_term() -> None:
     assert terms == ["near", "research"]
     assert fts5_query(terms) == '"near" OR "research"'
     assert tsquery_text(terms) == "'near' | 'research'"
+
+
+def test_a_term_found_only_inside_a_secret_is_seen_whatever_stands_beside_it() -> None:
+    """The placeholder's words (``aws``, ``redacted``) are never shown words: they come from
+    the mask, not from the node."""
+    from domain.recall_query import matched_in_secret
+    from domain.rules.redact import blank
+
+    text = "creds AKIAIOSFODNN7EXAMPLE for the deploy keys"
+    secret = "AKIAIOSFODNN7EXAMPLE"
+    for query in (secret, f"aws {secret}", f"redacted {secret.lower()}", f"deploy {secret}"):
+        assert matched_in_secret(text, blank(text), recall_terms(query)), query
+    for query in ("creds", "deploy key", "aws creds"):
+        assert not matched_in_secret(text, blank(text), recall_terms(query)), query
+    assert not matched_in_secret("no secret here", "no secret here", ["secret"])
