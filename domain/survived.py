@@ -92,7 +92,9 @@ def _same_speaker(line: str, speakers: set[str]) -> bool:
 
 
 MAX_GAP = 4  # filler words a compressed line may skip between two of its own
-MIN_WORDS = 3  # fewer words in order ("tests pass") say nothing about where they came from
+# fewer words in order ("tests pass") say little of where they came from: two match a
+# node that says nothing else ("Reading the settings."), one never
+MIN_WORDS = 3
 
 
 def _words(text: str) -> list[str]:
@@ -102,8 +104,8 @@ def _words(text: str) -> list[str]:
 def _in_order(quote: list[str], source: list[str]) -> bool:
     """Whether all of ``quote`` occurs in ``source`` in order, with at most ``MAX_GAP``
     filler words (those ``compress`` drops: never a negation or a content word) between."""
-    if len(quote) < MIN_WORDS:
-        return False
+    if len(quote) < MIN_WORDS:  # a short line only as all that its node says
+        return len(quote) == 2 and [w for w in source if w not in FILLER] == quote
     for start, word in enumerate(source):
         if word != quote[0]:
             continue

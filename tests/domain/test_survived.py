@@ -88,5 +88,7 @@ def test_a_word_order_match_skips_fillers_only() -> None:
     line = "- Maria: moved Denver in May 2023."
     assert kept_lines(line, "Maria: Oh, so I moved to the Denver in May 2023!") == [line]
     assert kept_lines(line, "(1 May 2023) Maria: moved to Denver in May 2023.") == [line]
+    assert kept_lines("- assistant: Reading settings.", "Reading the settings.") != []
+    assert kept_lines("- assistant: Reading settings.", "Not reading the settings.") == []
     clipped = "- user: Caroline: I moved Lisbon in M….", "Caroline: I moved to Lisbon in May."
     assert kept_lines(*clipped) == [clipped[0]], "a clipped line, a full stop after its …"
