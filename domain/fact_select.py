@@ -16,8 +16,10 @@ information each adds per token, until the fold's budget is full:
 * a message's sentence is said without its fillers (``domain.fact_compress``),
   and the sentences kept of one message (or of one earlier summary line) share
   one ``- Name: `` line, so the name and the line's start are paid once: more
-  facts fit the same budget.  An earlier summary's lines stay apart, so a
-  second fold keeps its turns in their order.
+  facts fit the same budget.  An earlier summary's lines join only where they
+  end up next to each other (the other speaker's line between them left out),
+  so a second fold keeps its turns in their order; the tokens a join saves are
+  spent on a selection again (``REFILLS``).
 
 The chosen units are printed in their original order, so a later fold reads
 them back (a line of several sentences sentence by sentence) and re-selects
@@ -39,6 +41,8 @@ from domain.fact_compress import compress
 
 MAX_UNIT_CHARS = 240  # one unit never crowds out the others
 MAX_SOURCE_CHARS = 20_000  # of one item's text read for units (a huge dump's head is enough)
+REFILLS = 2  # selections again with the tokens that joined lines left over
+REFILL_MIN = 8  # tokens left worth a selection again
 LINE_OVERHEAD = 1  # the newline before a "- " line (its "- " is counted with it)
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:@#+-]*[A-Za-z0-9]|[A-Za-z0-9]")
@@ -88,25 +92,38 @@ def summarize_facts(items: list[dict[str, Any]], max_tokens: int, header: str,
                     count: Callable[[str], int]) -> str:  # fmt: skip
     """``header`` and the most informative units of ``items`` within ``max_tokens``."""
     units = [u for index, item in enumerate(items) for u in _units(index, item, count)]
-    chosen = _select(units, max_tokens - count(header) - 1)
-    while chosen:
-        text = "\n".join([header, *_lines(chosen)])
-        if count(text) <= max_tokens:
-            return text
-        chosen.pop()  # a join counted short (never seen): the least informative goes
-    return header
+    budget = max_tokens - count(header) - 1
+    best = header
+    for _ in range(REFILLS + 1):
+        chosen = _select(units, budget)
+        while chosen:
+            text = "\n".join([header, *_lines(chosen)])
+            if count(text) <= max_tokens:
+                break
+            chosen.pop()  # a join counted short (never seen): the least informative goes
+        else:
+            return best
+        best = text
+        slack = max_tokens - count(text)
+        if slack < REFILL_MIN:
+            break
+        budget += slack  # neighbouring lines of one speaker joined: room for more
+    return best
 
 
 def _lines(chosen: list[Unit]) -> list[str]:
     """One ``- `` line per item and label, its sentences in their order."""
     lines: list[str] = []
     at: dict[tuple[int, int, str], int] = {}
+    last: tuple[int, str] | None = None  # the item and label of the line printed last
     for unit in sorted(chosen, key=lambda u: u.order):
-        if unit.label and unit.key in at:
-            lines[at[unit.key]] += " " + unit.text[len(unit.label) :]
+        if unit.label and (unit.key in at or (unit.order[0], unit.label) == last):
+            lines[at.get(unit.key, len(lines) - 1)] += " " + unit.text[len(unit.label) :]
+            at.setdefault(unit.key, len(lines) - 1)
             continue
         at[unit.key] = len(lines)
         lines.append(f"- {unit.text}")
+        last = (unit.order[0], unit.label) if unit.label else None
     return lines
 
 

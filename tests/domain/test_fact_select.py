@@ -125,3 +125,15 @@ def test_a_clipped_line_gets_no_full_stop_and_is_found() -> None:
     line = next(line for line in text.splitlines() if line.startswith("- Maria: "))
     assert line.endswith("…") and not line.endswith("….")
     assert kept_lines(text, said) == [line]
+
+
+def test_neighbouring_lines_of_one_speaker_may_join_in_order() -> None:
+    """Once the other speaker's line between them is left out, two lines join, in order."""
+    summary = "\n".join([
+        "Summary of 3 items: 2 user, 1 assistant.",
+        "- user: Maria moved Denver 2021.",
+        "- assistant: Thanks, great!",  # no fact: left out
+        "- user: Maria adopted dog named Biscuit 2022.",
+    ])  # fmt: skip
+    again = ExtractiveSummarizer().summarize_within([{"role": "summary", "rendered": summary}], 60)
+    assert "- user: Maria moved Denver 2021. Maria adopted dog named Biscuit 2022." in again
