@@ -14,8 +14,12 @@ information each adds per token, until the fold's budget is full:
   near-duplicates come in once and the summary covers many facts;
 * greetings and acknowledgements (no content words) never enter;
 * a message's sentence is said without its fillers (``domain.fact_compress``),
-  and the sentences kept of one message share one ``- Name: `` line, so the
-  name and the line's start are paid once: more facts fit the same budget.
+  and the sentences kept of one message (or of one earlier summary line) share
+  one ``- Name: `` line, so the name and the line's start are paid once: more
+  facts fit the same budget.  An earlier summary's lines join only where they
+  end up next to each other (the other speaker's line between them left out),
+  so a second fold keeps its turns in their order; the tokens a join saves are
+  spent on a selection again (``REFILLS``).
 
 The chosen units are printed in their original order, so a later fold reads
 them back (a line of several sentences sentence by sentence) and re-selects
@@ -37,6 +41,8 @@ from domain.fact_compress import compress
 
 MAX_UNIT_CHARS = 240  # one unit never crowds out the others
 MAX_SOURCE_CHARS = 20_000  # of one item's text read for units (a huge dump's head is enough)
+REFILLS = 2  # selections again with the tokens that joined lines left over
+REFILL_MIN = 8  # tokens left worth a selection again
 LINE_OVERHEAD = 1  # the newline before a "- " line (its "- " is counted with it)
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:@#+-]*[A-Za-z0-9]|[A-Za-z0-9]")
@@ -71,34 +77,53 @@ class Unit:
     text: str  # the line as printed, without its "- "
     words: dict[str, float]  # content token -> its feature weight (before rarity)
     cost: int  # tokens, as a line of its own
-    label: str = ""  # "Maria: ", "user: ": units of one item with one label share a line
-    joined: int = 0  # tokens when it joins a line of its item and label already in
+    label: str = ""  # "Maria: ", "user: ": units of one source line and label share a line
+    joined: int = 0  # tokens when it joins a line of its source line and label already in
+    line: int = 0  # which line of an earlier summary it came from (0 for a message)
+
+    @property
+    def key(self) -> tuple[int, int, str]:
+        """Units with one key share a printed line: one message's sentences, or one
+        earlier summary line's; an earlier summary's lines never merge (turn order)."""
+        return (self.order[0], self.line, self.label)
 
 
 def summarize_facts(items: list[dict[str, Any]], max_tokens: int, header: str,
                     count: Callable[[str], int]) -> str:  # fmt: skip
     """``header`` and the most informative units of ``items`` within ``max_tokens``."""
     units = [u for index, item in enumerate(items) for u in _units(index, item, count)]
-    chosen = _select(units, max_tokens - count(header) - 1)
-    while chosen:
-        text = "\n".join([header, *_lines(chosen)])
-        if count(text) <= max_tokens:
-            return text
-        chosen.pop()  # a join counted short (never seen): the least informative goes
-    return header
+    budget = max_tokens - count(header) - 1
+    best = header
+    for _ in range(REFILLS + 1):
+        chosen = _select(units, budget)
+        while chosen:
+            text = "\n".join([header, *_lines(chosen)])
+            if count(text) <= max_tokens:
+                break
+            chosen.pop()  # a join counted short (never seen): the least informative goes
+        else:
+            return best
+        best = text
+        slack = max_tokens - count(text)
+        if slack < REFILL_MIN:
+            break
+        budget += slack  # neighbouring lines of one speaker joined: room for more
+    return best
 
 
 def _lines(chosen: list[Unit]) -> list[str]:
     """One ``- `` line per item and label, its sentences in their order."""
     lines: list[str] = []
-    at: dict[tuple[int, str], int] = {}
+    at: dict[tuple[int, int, str], int] = {}
+    last: tuple[int, str] | None = None  # the item and label of the line printed last
     for unit in sorted(chosen, key=lambda u: u.order):
-        key = (unit.order[0], unit.label)
-        if unit.label and key in at:
-            lines[at[key]] += " " + unit.text[len(unit.label) :]
+        if unit.label and (unit.key in at or (unit.order[0], unit.label) == last):
+            lines[at.get(unit.key, len(lines) - 1)] += " " + unit.text[len(unit.label) :]
+            at.setdefault(unit.key, len(lines) - 1)
             continue
-        at[key] = len(lines)
+        at[unit.key] = len(lines)
         lines.append(f"- {unit.text}")
+        last = (unit.order[0], unit.label) if unit.label else None
     return lines
 
 
@@ -106,9 +131,12 @@ def _units(index: int, item: dict[str, Any], count: Callable[[str], int]) -> lis
     role = str(item.get("role") or "item")
     text = str(item.get("rendered") or "")[:MAX_SOURCE_CHARS]
     pieces: list[str]
+    line_of: list[int] = []  # of a summary: the source line of each piece
     if role == "summary":  # a line of several sentences is re-selected sentence by sentence
-        pieces = [p for line in text.splitlines() if line.startswith("- ")
-                  for p in _labelled(line[2:])]  # fmt: skip
+        numbered = [(n, p) for n, line in enumerate(text.splitlines()) if line.startswith("- ")
+                    for p in _labelled(line[2:])]  # fmt: skip
+        line_of = [n for n, _ in numbered]
+        pieces = [p for _, p in numbered]
         prefix = ""
     elif role == "tool":
         name = str(item.get("name") or "tool")
@@ -131,12 +159,12 @@ def _units(index: int, item: dict[str, Any], count: Callable[[str], int]) -> lis
         if len(words) < 2 or _ACK.match(said) and len(words) < 4:
             continue  # a greeting, an acknowledgement: no fact to keep
         label = _label(line) if role != "tool" else ""
-        if label and not line.endswith((".", "!", "?")):
+        if label and not line.endswith((".", "!", "?", "…")):  # "…": a clipped unit, as is
             line += "."  # a sentence, so a later fold splits a joined line where it was joined
         body = line[len(label) :]
         joined = count(" " + body) if label else 0
         out.append(Unit((index, position), line, words, count(f"- {line}") + LINE_OVERHEAD,
-                        label, joined))  # fmt: skip
+                        label, joined, line_of[position] if line_of else 0))  # fmt: skip
     return out
 
 
@@ -212,10 +240,10 @@ def _select(units: list[Unit], budget: int) -> list[Unit]:
     total = len(units)
     rarity = {w: math.log(1 + total / d) for w, d in df.items()}
     covered: set[str] = set()
-    opened: set[tuple[int, str]] = set()  # (item, label) with a line in the summary already
+    opened: set[tuple[int, int, str]] = set()  # units' keys with a line in the summary already
 
     def cost(unit: Unit) -> int:
-        return unit.joined if unit.label and (unit.order[0], unit.label) in opened else unit.cost
+        return unit.joined if unit.label and unit.key in opened else unit.cost
 
     def gain(unit: Unit) -> float:
         return sum(w * rarity[t] * (0.25 if t in covered else 1.0)
@@ -223,10 +251,10 @@ def _select(units: list[Unit], budget: int) -> list[Unit]:
 
     heap = [(-gain(u), u.order, i) for i, u in enumerate(units)]
     heapq.heapify(heap)
-    siblings: dict[tuple[int, str], list[int]] = {}
+    siblings: dict[tuple[int, int, str], list[int]] = {}
     for i, unit in enumerate(units):
         if unit.label:
-            siblings.setdefault((unit.order[0], unit.label), []).append(i)
+            siblings.setdefault(unit.key, []).append(i)
     chosen: list[Unit] = []
     taken: set[int] = set()
     spent = 0
@@ -247,9 +275,9 @@ def _select(units: list[Unit], budget: int) -> list[Unit]:
         taken.add(index)
         spent += cost(unit)
         covered.update(unit.words)
-        key = (unit.order[0], unit.label)
+        key = unit.key
         if unit.label and key not in opened:
-            opened.add(key)  # its item's other sentences now join this line: cheaper
+            opened.add(key)  # its line's other sentences now join this line: cheaper
             for other in siblings[key]:
                 if other not in taken:
                     heapq.heappush(heap, (-gain(units[other]), units[other].order, other))

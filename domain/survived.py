@@ -7,16 +7,21 @@ survives for a node when what it says, without the labels summarizers put
 in front (``- ``, ``user: ``, ``tool read_file: ``, a speaker's ``Name: ``,
 a tool digest's ``-> 3 lines: ``), occurs in the node's text with its
 whitespace collapsed.  The extractive summaries quote sentences and lines
-whole, or a message's sentence without its fillers (``fact_select.compress``:
-its words in the node's order, a few dropped words apart), so theirs are
-found; an LLM's are found where it kept a specific verbatim, as its prompt
-asks.  Pure and deterministic: equal texts give equal lines.
+whole, or a message's sentence without its fillers (``fact_compress.compress``:
+its words in the node's order, only filler words between them), so theirs are
+found; such a word-order match needs at least ``MIN_WORDS`` words, all of the
+line's, never skips a negation, and a line's speaker (``Maria: ``) must be one of
+the node's where both name one, so a line is not credited to a node that says
+the opposite or is another person's.  An LLM's are found where it kept a
+specific verbatim, as its prompt asks.  Pure and deterministic: equal texts
+give equal lines.
 """
 
 from __future__ import annotations
 
 import re
 
+from domain.fact_compress import FILLER
 from domain.rules.redact import mask
 
 MIN_CHARS = 8  # shorter quotes ("- none", "Done.") say nothing about where they came from
@@ -26,6 +31,10 @@ MAX_SOURCE_CHARS = 64_000
 _ROLE = re.compile(r"^(?:user|assistant|system|summary|item|marker|tool(?::? [\w.-]+)?):\s+")
 _SPEAKER = re.compile(r"^[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s+")
 _DIGEST = re.compile(r"\s->\s(?:error|\d+ lines?):\s(.+)$")
+_NAMED = re.compile(r"^(?:\([^)]{0,60}\)\s*)?([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}):\s", re.M)
+
+
+_CLIPPED = re.compile(r"\s*…[.!?]?$")
 
 
 def _collapsed(text: str) -> str:
@@ -35,7 +44,7 @@ def _collapsed(text: str) -> str:
 def _quotes(line: str) -> list[str]:
     """What ``line`` may quote: itself without its bullet, then without its labels."""
     body = line[2:] if line.startswith("- ") else line
-    body = body[:-1].rstrip() if body.endswith("…") else body  # a clipped unit
+    body = _CLIPPED.sub("", body)  # a clipped unit, a full stop or not after its "…"
     out = [body]
     role = _ROLE.match(body)
     if role is not None:
@@ -60,18 +69,32 @@ def kept_lines(summary: str, source: str) -> list[str]:
     plain = _collapsed(source)
     masked = _collapsed(mask(source)[0])
     words = (_words(plain), _words(masked))
+    speakers = set(_NAMED.findall(source))
     kept = []
     for raw in summary.splitlines():
         line = raw.strip()
         quotes = _quotes(line)
-        if any(q in plain or q in masked for q in quotes) or any(
-            _in_order(_words(q), w) for q in quotes for w in words
-        ):
+        if not quotes or not _same_speaker(line, speakers):
+            continue
+        said = _words(quotes[-1])  # without its labels; a clipped line's cut word goes
+        said = said[:-1] if _CLIPPED.search(line) else said
+        if any(q in plain or q in masked for q in quotes) or any(_in_order(said, w) for w in words):
             kept.append(line)
     return kept
 
 
-MAX_GAP = 4  # source words a compressed line may skip between two of its own
+def _same_speaker(line: str, speakers: set[str]) -> bool:
+    """False when the line names a speaker and the node names others only."""
+    body = line[2:] if line.startswith("- ") else line
+    body = body[role.end() :] if (role := _ROLE.match(body)) else body
+    named = _NAMED.match(body)
+    return named is None or not speakers or named.group(1) in speakers
+
+
+MAX_GAP = 4  # filler words a compressed line may skip between two of its own
+# fewer words in order ("tests pass") say little of where they came from: two match a
+# node that says nothing else ("Reading the settings."), one never
+MIN_WORDS = 3
 
 
 def _words(text: str) -> list[str]:
@@ -79,19 +102,23 @@ def _words(text: str) -> list[str]:
 
 
 def _in_order(quote: list[str], source: list[str]) -> bool:
-    """Whether ``quote`` occurs in ``source`` in order, at most ``MAX_GAP`` words apart."""
-    if len(quote) < 2:
-        return False
+    """Whether all of ``quote`` occurs in ``source`` in order, with at most ``MAX_GAP``
+    filler words (those ``compress`` drops: never a negation or a content word) between."""
+    if len(quote) < MIN_WORDS:  # a short line only as all that its node says
+        return len(quote) == 2 and [w for w in source if w not in FILLER] == quote
     for start, word in enumerate(source):
         if word != quote[0]:
             continue
-        at, found = start, 1
+        at, found = start + 1, 1
         while found < len(quote):
-            window = source[at + 1 : at + 2 + MAX_GAP]
-            if quote[found] not in window:
+            gap = 0
+            while at < len(source) and source[at] != quote[found]:
+                if source[at] not in FILLER or gap == MAX_GAP:
+                    break
+                at, gap = at + 1, gap + 1
+            if at >= len(source) or source[at] != quote[found]:
                 break
-            at += 1 + window.index(quote[found])
-            found += 1
+            at, found = at + 1, found + 1
         if found == len(quote):
             return True
     return False

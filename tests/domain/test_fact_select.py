@@ -36,7 +36,7 @@ def test_keeps_facts_drops_greetings_and_is_deterministic() -> None:
         assert fact in text
     assert "How are you" not in text and "so nice" not in text
     # one line per message and speaker: the name is said once for its sentences
-    assert "- Caroline: I moved Lisbon 3 March 2023. I adopted dog named Biscuit." in text
+    assert "- Caroline: I moved Lisbon on 3 March 2023. I adopted dog named Biscuit." in text
 
 
 def test_fills_the_budget_and_no_more() -> None:
@@ -96,3 +96,44 @@ def test_always_within_budget_and_deterministic(raw: list[tuple[str, str]], budg
     assert text == ExtractiveSummarizer().summarize_within(items, budget)
     header = text.splitlines()[0]
     assert count_tokens(text) <= max(budget, count_tokens(header))
+
+
+def test_a_second_fold_keeps_the_turns_in_their_order() -> None:
+    """An earlier summary's lines are never merged by speaker: turn order is a fact."""
+    turns = [
+        {"role": "user", "rendered": "Use Postgres for the orders database."},
+        {"role": "assistant", "rendered": "Done, I switched the orders database to Postgres 16."},
+        {"role": "user", "rendered": "Please switch the orders database back to SQLite 3.45."},
+        {"role": "assistant", "rendered": "Reverted: the orders database is on SQLite again."},
+    ]
+    s = ExtractiveSummarizer()
+    first = s.summarize_within(turns, 400)
+    again = s.summarize_within([{"role": "summary", "rendered": first}], 400)
+    assert again.splitlines()[1:] == first.splitlines()[1:]
+    lines = again.splitlines()
+    postgres = next(n for n, line in enumerate(lines) if "Use Postgres" in line)
+    sqlite = next(n for n, line in enumerate(lines) if "back SQLite 3.45" in line)
+    switched = next(n for n, line in enumerate(lines) if "Postgres 16" in line)
+    assert postgres < switched < sqlite and "Postgres" not in lines[sqlite]
+
+
+def test_a_clipped_line_gets_no_full_stop_and_is_found() -> None:
+    from domain.survived import kept_lines
+
+    said = "Maria: " + " ".join(f"castle{n} Denver{n}" for n in range(40)) + "."
+    text = ExtractiveSummarizer().summarize_within([{"role": "user", "rendered": said}], 400)
+    line = next(line for line in text.splitlines() if line.startswith("- Maria: "))
+    assert line.endswith("…") and not line.endswith("….")
+    assert kept_lines(text, said) == [line]
+
+
+def test_neighbouring_lines_of_one_speaker_may_join_in_order() -> None:
+    """Once the other speaker's line between them is left out, two lines join, in order."""
+    summary = "\n".join([
+        "Summary of 3 items: 2 user, 1 assistant.",
+        "- user: Maria moved Denver 2021.",
+        "- assistant: Thanks, great!",  # no fact: left out
+        "- user: Maria adopted dog named Biscuit 2022.",
+    ])  # fmt: skip
+    again = ExtractiveSummarizer().summarize_within([{"role": "summary", "rendered": summary}], 60)
+    assert "- user: Maria moved Denver 2021. Maria adopted dog named Biscuit 2022." in again

@@ -3,6 +3,8 @@ labels the extractive and LLM summarizers put in front of what they quote."""
 
 from __future__ import annotations
 
+import pytest
+
 from domain.fact_select import summarize_facts
 from domain.rules.redact import mask
 from domain.survived import kept_lines
@@ -20,7 +22,7 @@ def test_the_lines_of_a_fact_summary_are_found_in_their_own_node_only() -> None:
     ]  # fmt: skip
     summary = summarize_facts(items, 400, "Summary of 3 items.", count_tokens)
     user, tool, assistant = (kept_lines(summary, str(i["rendered"])) for i in items)
-    assert user == ["- user: Deploy eu-west-1 first. run smoke tests."]
+    assert user == ["- user: Deploy eu-west-1 first. Then run smoke tests."]  # "then": sequence
     assert "- tool read_file: name = demo" in tool  # port = 8431: the assistant says it
     assert any(line.startswith("- read_file(") and "-> " in line for line in tool), "the digest"
     assert assistant == ["- assistant: port 8431, conf/settings.toml says."]
@@ -35,13 +37,13 @@ def test_labels_speakers_clips_and_whitespace() -> None:
         "- user: Caroline: I moved to Lisbon in May 2023.",
         "- user: Caroline: The flat is on Rua Augusta.",  # the tag carried to a later sentence
         "- user: Caroline: The flat is on Rua Aug…",  # a clipped unit
-        "- user: Melanie: The flat is on Rua Augusta.",  # still quotes the text
         "- tool: read_file: I moved to Lisbon",  # the first-line gist's labels
+        "- user: Melanie: The flat is on Rua Augusta.",  # another speaker's: not this node's
         "- none",
         "- user: Done.",
         "## Facts",
     ])  # fmt: skip
-    assert kept_lines(summary, source) == summary.splitlines()[1:6]
+    assert kept_lines(summary, source) == summary.splitlines()[1:5]
 
 
 def test_an_llm_summary_is_matched_where_it_kept_specifics_verbatim() -> None:
@@ -66,3 +68,27 @@ def test_a_compressed_sentence_is_found_in_its_node_only() -> None:
     assert kept_lines(line, source) == [line]
     assert kept_lines(line, "Maria: I went home. The castle was far. England won.") == []
     assert kept_lines(line, "John: my aunt went with me to England") == []
+
+
+@pytest.mark.parametrize(
+    ("line", "source"),
+    [
+        ("- assistant: tests pass.", "the tests did not pass on main"),  # two words, negated
+        ("- user: tests pass on main.", "the tests did not pass on main"),  # a negation skipped
+        ("- Maria: moved Denver.", "John: Maria never moved to Denver"),  # another speaker
+        ("- Maria: moved to Denver in May.", "John: Maria moved to Denver in May."),
+        ("- user: deploy staging Friday.", "deploy the fix to staging after review on Friday"),
+    ],
+)
+def test_a_word_order_match_is_not_credited_to_the_wrong_node(line: str, source: str) -> None:
+    assert kept_lines(line, source) == []
+
+
+def test_a_word_order_match_skips_fillers_only() -> None:
+    line = "- Maria: moved Denver in May 2023."
+    assert kept_lines(line, "Maria: Oh, so I moved to the Denver in May 2023!") == [line]
+    assert kept_lines(line, "(1 May 2023) Maria: moved to Denver in May 2023.") == [line]
+    assert kept_lines("- assistant: Reading settings.", "Reading the settings.") != []
+    assert kept_lines("- assistant: Reading settings.", "Not reading the settings.") == []
+    clipped = "- user: Caroline: I moved Lisbon in M….", "Caroline: I moved to Lisbon in May."
+    assert kept_lines(*clipped) == [clipped[0]], "a clipped line, a full stop after its …"
