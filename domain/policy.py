@@ -88,11 +88,13 @@ class Policy:
     # request's prefix changes buys many turns that only append to it
     # (``scripts/bench_cache.py`` measures it; 0.80 and 0.50 before).  A fold
     # lands at ``summary_target`` plus its summary (up to ``summary_budget``):
-    # about 75% of the history, not a quarter, so the window holds facts
-    # (``scripts/bench_retention.py``; 0.25 and a 1,200-character gist before).
-    compact_at: float = 0.85
+    # about 85% of the history, not a quarter, so the window holds facts
+    # (``scripts/bench_retention.py``; 0.25 and a 1,200-character gist, then
+    # 0.85 / 0.35 / 0.4, before: the render used 79% of the history limit on
+    # average, now 86%, at the same median prefix reuse).
+    compact_at: float = 0.92
     emergency_at: float = 0.95
-    summary_target: float = 0.35
+    summary_target: float = 0.4
     # The most one summary request covers (tokens of the items it folds).
     # Compaction then goes in chunks: however far over the threshold a
     # session is (compaction off, or its summarizer down), each commit's
@@ -101,7 +103,7 @@ class Policy:
     # How much of the history budget one summary may fill (its facts chosen to
     # fit, ``ExtractiveSummarizer.summarize_within``); None: the first-line
     # gist capped at 1,200 characters, as before this field existed.
-    summary_budget: float | None = 0.4
+    summary_budget: float | None = 0.45
     output_reserve_fraction: float = 0.125
     output_reserve_max: int = 16_384
     # Which rules run (see the README's "Rules" section).  Generation 2 keeps

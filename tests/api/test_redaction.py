@@ -145,10 +145,13 @@ def test_redaction_off_changes_nothing(runtime: Any, client: TestClient, store_u
                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     # the default policy's rules_version: redaction off adds no new rules history
     # (issue 27 changed the defaults: r1-2ab1bcf578 and r1-cf0aaf9fec before; issue 30's
-    # ``keep_thinking_turns``: a policy with it null digests as issue 27's defaults did)
-    assert Policy().rules_version == "r1-b4fd45b08b"
-    assert Policy.from_json(IMMEDIATE_POLICY_JSON).rules_version == "r1-59c5d18ecd"
-    assert Policy(keep_thinking_turns=None).rules_version == "r1-48fadae997"
+    # ``keep_thinking_turns``: a policy with it null digests as issue 27's defaults did;
+    # then compaction later and deeper, r1-b4fd45b08b with the earlier three values)
+    assert Policy().rules_version == "r1-cc93f3a373"
+    earlier = Policy(compact_at=0.85, summary_target=0.35, summary_budget=0.4)
+    assert earlier.rules_version == "r1-b4fd45b08b"  # a deployment that pins them keeps it
+    assert Policy.from_json(IMMEDIATE_POLICY_JSON).rules_version == "r1-47c2c388dc"
+    assert Policy(keep_thinking_turns=None).rules_version == "r1-ad2c858668"
     sid, secret, _ = _session(client)
     rendered = json.dumps(ok(client.get(f"/sessions/{sid}/render")))
     assert json.dumps(PASTED)[1:-1] in rendered

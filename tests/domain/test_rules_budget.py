@@ -58,7 +58,7 @@ def test_summary_request_takes_the_oldest_run_and_skips_anchors_and_pins() -> No
     assert ids(request) == run, "anchors skipped, the pinned user stepped over"
     assert request is not None
     assert request["tokens"] == sum(b.ctx.items[i].tokens for i in run)
-    assert request["reason"] == f"history {used} tokens > compact at -1 (85% of 0)"
+    assert request["reason"] == f"history {used} tokens > compact at -1 (92% of 0)"
     assert with_item_ids(as_range(request), b.ctx.items.values()) == request
 
 
