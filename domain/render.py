@@ -9,11 +9,11 @@ form; ``domain.render_openai`` turns it into Chat Completions.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from domain.call_ids import distinct_call_id, tool_name
+from domain.call_input import tool_input
 from domain.context import ContextCommit, Item
 from domain.native_blocks import carried
 from domain.provider_compaction import folded_ids
@@ -41,16 +41,6 @@ class Context:
 
     def to_json(self) -> dict[str, Any]:
         return {"system": self.system, "messages": self.messages, "tools": self.tools}
-
-
-def _tool_input(call: str | None) -> dict[str, Any]:
-    if not call:
-        return {}
-    try:
-        parsed = json.loads(call)
-    except ValueError:
-        return {"arguments": call}
-    return parsed if isinstance(parsed, dict) else {"arguments": parsed}
 
 
 def _push(messages: list[Message], role: str, block: Block) -> None:
@@ -118,7 +108,7 @@ class _Conversation:
         if item.has_result and item.call is not None:
             call_id = distinct_call_id(item, self.call_ids)
             call: Block = {"type": "tool_use", "id": call_id, "name": tool_name(item.name),
-                           "input": _tool_input(item.call)}  # fmt: skip
+                           "input": tool_input(item.call)}  # fmt: skip
             if item.call_signature and self.shape == "gemini":  # no other provider takes it
                 call["thoughtSignature"] = item.call_signature
             _push(self.messages, "assistant", call)

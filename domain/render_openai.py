@@ -11,9 +11,9 @@ the results in a user message.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from domain.call_input import arguments_json
 from domain.content_blocks import text_view
 from domain.render import Block, Context, Message
 from domain.tool_specs import OPEN_SCHEMA, Spec
@@ -59,7 +59,7 @@ def _message(message: Message) -> list[dict[str, Any]]:
         texts = [b["text"] for b in blocks if b["type"] == "text"]
         calls = [
             {"id": b["id"], "type": "function",
-             "function": {"name": b["name"], "arguments": json.dumps(b["input"], sort_keys=True)}}
+             "function": {"name": b["name"], "arguments": arguments_json(b["input"])}}
             for b in blocks if b["type"] == "tool_use"
         ]  # fmt: skip
         out: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}

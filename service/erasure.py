@@ -27,6 +27,7 @@ from uuid import UUID
 from sqlalchemy import select
 
 from domain import events as ev
+from domain.call_input import forget as forget_parsed_calls
 from domain.erasure import (
     ERASURE_TOPIC,
     TenantNotConfirmed,
@@ -153,6 +154,7 @@ class Eraser:
         for sid in {*plan.erased, *(sid for sid, _ in plan.rewrites)}:
             self.app._evict(UUID(sid))  # noqa: SLF001
         runtime._rendered.clear()  # noqa: SLF001
+        forget_parsed_calls()  # parsed tool arguments of what was just erased
         forget_recent_states(self.app.recorder)  # they may hold what was just erased
         runtime.processor.projector = None  # its memory held erased rows: reload
         runtime.processor.resets += 1
