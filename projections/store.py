@@ -22,6 +22,7 @@ from sqlalchemy import (
     Engine,
     Table,
     and_,
+    bindparam,
     create_engine,
     event,
     insert,
@@ -79,6 +80,19 @@ def make_engine(url: str) -> Engine:
                          connect_args={"options": "-c lock_timeout=30000"})  # fmt: skip
 
 
+# Built once: building ``update(...).values(**row)`` for each changed session cost more
+# than running it (issue 29); the SET columns come from the parameters' own keys.
+_UPDATE_SESSION = update(t.sessions).where(t.sessions.c.session_id == bindparam("by_id"))
+
+
+_RULES = select(t.rules.c.from_position, t.rules.c.policy).order_by(t.rules.c.from_position)
+
+
+def _by_id(row: dict[str, Any]) -> dict[str, Any]:
+    row["by_id"] = row.pop("session_id")
+    return row
+
+
 class ProjectionStore:
     def __init__(self, url: str, engine: Engine | None = None, schema: str | None = None) -> None:
         """``schema``: the tables of that schema (an attached database on SQLite) stand
@@ -90,6 +104,8 @@ class ProjectionStore:
             self.engine = self.engine.execution_options(schema_translate_map={None: schema})
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self._inserts: dict[str, tuple[str, itemgetter[Any]]] = {}
+        # the rules history as last read: its records, and the policies they parse to
+        self._rules_read: tuple[tuple[tuple[int, str], ...], list[tuple[int, Policy]]] = ((), [])
 
     def close(self) -> None:
         self.engine.dispose()
@@ -179,10 +195,9 @@ class ProjectionStore:
         of = partition if callable(partition) else (lambda _sid, p=partition: p)
         started = [dict(s.to_row(), partition=of(sid)) for sid, s in outbox.new_sessions.items()]
         self._insert(conn, t.sessions, started)
-        for session in outbox.changed_sessions.values():
-            row = session.to_row()
-            sid = row.pop("session_id")
-            conn.execute(update(t.sessions).where(t.sessions.c.session_id == sid).values(**row))
+        changed = [_by_id(s.to_row()) for s in outbox.changed_sessions.values()]
+        if changed:
+            conn.execute(_UPDATE_SESSION, changed)
         self._insert(conn, t.commits, outbox.commits)
         self._insert(conn, t.transitions, outbox.transitions)
         self._insert(conn, t.usage, outbox.usage)
@@ -248,13 +263,15 @@ class ProjectionStore:
 
     def policy_history(self, conn: Connection | None = None) -> list[tuple[int, Policy]]:
         """The rules history; inside a batch, pass its connection (it holds the lock)."""
-        query = select(t.rules).order_by(t.rules.c.from_position)
         if conn is not None:
-            rows = conn.execute(query).all()
+            rows = conn.execute(_RULES).all()
         else:
             with self.engine.connect() as own:
-                rows = own.execute(query).all()
-        return [(r.from_position, Policy.from_record(r.policy)) for r in rows]
+                rows = own.execute(_RULES).all()
+        recorded = tuple((int(r.from_position), str(r.policy)) for r in rows)
+        if recorded != self._rules_read[0]:  # parsing every record again cost every batch
+            self._rules_read = (recorded, [(at, Policy.from_record(p)) for at, p in recorded])
+        return list(self._rules_read[1])
 
     def record_policy(self, policy: Policy, log_position: int = 0,
                       partitions: int | None = None) -> list[tuple[int, Policy]]:  # fmt: skip

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from projections import tables as t
 
@@ -74,6 +74,13 @@ class PartitionCountChanged(RuntimeError):
         return PartitionCountChanged, (self.stored, self.mine)
 
 
+# Built once, as ``_ADVANCE``: every projected batch runs one (issue 29).
+_LOCK_SQLITE = select(t.tracking.c.notification_id, t.tracking.c.partitions).where(
+    t.tracking.c.application_name == APPLICATION, t.tracking.c.partition == bindparam("at")
+)
+_LOCK_FOR_UPDATE = _LOCK_SQLITE.with_for_update()
+
+
 def lock(conn: Connection, partition: int, partitions: int) -> int | None:
     """Lock ``partition``'s row for this transaction; its position.
 
@@ -81,13 +88,8 @@ def lock(conn: Connection, partition: int, partitions: int) -> int | None:
     ``partitions`` is the count the caller split its sessions by: if the rows
     say otherwise it must not go on (``PartitionCountChanged``).  The stored
     count comes with the lock, so a batch costs no extra query for the check."""
-    c = t.tracking.c
-    query = select(c.notification_id, c.partitions).where(
-        c.application_name == APPLICATION, c.partition == partition
-    )
-    if conn.dialect.name != "sqlite":
-        query = query.with_for_update()
-    row = conn.execute(query).first()
+    query = _LOCK_SQLITE if conn.dialect.name == "sqlite" else _LOCK_FOR_UPDATE
+    row = conn.execute(query, {"at": partition}).first()
     if row is None:
         stored = stored_partitions(conn)
         if stored is None or stored == partitions:  # none yet, or made since by another
@@ -117,13 +119,14 @@ def positions(conn: Connection) -> dict[int, int]:
     return _rows(conn, False)
 
 
+# Built once: every projected batch runs it (issue 29).
+_ADVANCE = update(t.tracking).where(
+    t.tracking.c.application_name == APPLICATION, t.tracking.c.partition == bindparam("at")
+)
+
+
 def advance(conn: Connection, partition: int, position: int) -> None:
-    c = t.tracking.c
-    conn.execute(
-        update(t.tracking)
-        .where(c.application_name == APPLICATION, c.partition == partition)
-        .values(notification_id=position)
-    )
+    conn.execute(_ADVANCE, {"at": partition, "notification_id": position})
 
 
 def advance_all(conn: Connection, position: int) -> None:
