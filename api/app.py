@@ -42,7 +42,7 @@ from api.routes_ops import Operations
 from api.stream_watcher import StreamWatcher
 from service.api_keys import KeyStore
 from service.runtime import Runtime
-from telemetry import exposition, logs, tracing
+from telemetry import exposition, logs, probes, tracing
 
 
 async def openapi_json(request: Request) -> Response:
@@ -86,6 +86,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        probes.warm()
         if lane is not None:
             lane.start()
         try:

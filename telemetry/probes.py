@@ -28,6 +28,13 @@ def _m() -> ModuleType:
     return metrics
 
 
+def warm() -> None:
+    """Import the metrics at a server's start (its multiprocess directory chosen by then),
+    not inside its first request: that import was a fifth of a cold first read (issue 29)."""
+    if ON:
+        _m()
+
+
 def enabled() -> bool:
     return ON
 
