@@ -498,6 +498,11 @@ def names(store: str) -> dict[str, str]:
     return {"ctx": "ctxstore (HTTP)", "base": "ctxstore base (HTTP)", "sdk": sdk, "lg": lg}
 
 
+def ratio(value: float) -> str:
+    """Two decimals, three below 0.1 (LangGraph's storage is hundreds of times ctxstore's)."""
+    return f"{value:.3f}x" if abs(value) < 0.1 else f"{value:.2f}x"
+
+
 def table(figs: dict[str, Figures], store: str) -> str:
     label = names(store)
     ctxs = [name for name in figs if name not in ("sdk", "lg")]
@@ -506,7 +511,7 @@ def table(figs: dict[str, Figures], store: str) -> str:
 
     def row(title: str, get: Any) -> str:
         values = {name: get(f) for name, f in figs.items()}
-        ratios = [f"{values[name] / values[peer]:.2f}x" for name, peer in pairs]
+        ratios = [ratio(values[name] / values[peer]) for name, peer in pairs]
         return "| " + " | ".join([title, *(f"{v:.2f}" for v in values.values()), *ratios]) + " |"
 
     short = {"sdk": "SDK", "lg": "LangGraph"}
