@@ -40,201 +40,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
 import math
 import os
 import shutil
-import sqlite3
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+from scripts.coding_workload import workload
+from scripts.http_floor import floor_figures
+from scripts.peer_probes import (
+    ctx_cold,
+    ctx_memory,
+    enlarge,
+    lg_cold,
+    pg_bytes,
+    pg_create,
+    pg_drop,
+    sdk_cold,
+    sqlite_bytes,
+)
+from scripts.peer_systems import ROOT, Ctx, Lg, Sdk, sdk_items
 
-from scripts.bench_api import free_port, stop_server, wait_healthy
-from scripts.coding_workload import Turn, ctx_nodes, workload
-
-ROOT = Path(__file__).resolve().parent.parent
-# ctxstore's history budget for openai:gpt-4o: the 128,000-token window less the output
-# reserve, min(16,384, 12.5%) (domain/catalogue.py, domain/budget.py); LangGraph trims to it.
-LG_HISTORY_TOKENS = 112_000
-PG_ADMIN = os.environ.get("CTXSTORE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 _shared_tiktoken = ROOT.parent / "shared" / "tiktoken"
 if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared_tiktoken.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(_shared_tiktoken)
-
-
-# -- the workload (scripts/coding_workload.py) ------------------------------------------
-
-
-def sdk_items(turn: Turn) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    if turn.user is not None:
-        items.append({"role": "user", "content": turn.user})
-    items.append({"role": "assistant", "content": turn.assistant})
-    for tool in turn.tools:
-        items.append({"type": "function_call", "call_id": tool.call_id, "name": tool.name,
-                      "arguments": json.dumps(tool.args)})  # fmt: skip
-        items.append({"type": "function_call_output", "call_id": tool.call_id,
-                      "output": tool.result})  # fmt: skip
-    return items
-
-
-def lg_messages(turn: Turn) -> list[Any]:
-    """A turn as LangChain messages: the user's, the assistant's with its tool calls, the
-    tool results."""
-    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-
-    messages: list[BaseMessage] = []
-    if turn.user is not None:
-        messages.append(HumanMessage(turn.user))
-    calls = [
-        {"name": t.name, "args": t.args, "id": t.call_id, "type": "tool_call"} for t in turn.tools
-    ]
-    messages.append(AIMessage(turn.assistant, tool_calls=calls))
-    for tool in turn.tools:
-        messages.append(ToolMessage(tool.result, tool_call_id=tool.call_id, name=tool.name))
-    return messages
-
-
-# -- the systems ----------------------------------------------------------------------------
-
-
-class Ctx:
-    """ctxstore over HTTP: one uvicorn process (one worker) serving the store."""
-
-    def __init__(self, url: str, workers: int, root: Path = ROOT) -> None:
-        self.url, self.workers, self.root = url, workers, root
-        self.env = dict(os.environ, CTXSTORE_DATABASE_URL=url, PYTHONPATH=str(root))
-        # The schema, by the tree that serves it, before its server opens the store.
-        schema = "import os, service.runtime as r; r.Runtime(os.environ['U']).close()"
-        subprocess.run([sys.executable, "-c", schema], check=True, cwd=root,
-                       env=dict(self.env, U=url))  # fmt: skip
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        cmd = [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory",
-               "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers),
-               "--log-level", "warning", "--no-access-log"]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, cwd=self.root, env=self.env, start_new_session=True)
-        wait_healthy(self.base, self.proc)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop_server(self.proc)
-            self.proc = None
-
-    def client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.base, timeout=120)
-
-    async def open(self, client: httpx.AsyncClient, name: str) -> str:
-        reply = await client.post("/sessions", json={"title": name})
-        reply.raise_for_status()
-        return str(reply.json()["session_id"])
-
-    async def append(self, client: httpx.AsyncClient, sid: str, turn: Turn) -> None:
-        reply = await client.post(f"/sessions/{sid}/nodes/batch", json={"nodes": ctx_nodes(turn)})
-        reply.raise_for_status()
-
-    async def feed(self, client: httpx.AsyncClient, sid: str) -> int:
-        reply = await client.get(f"/sessions/{sid}/render")
-        reply.raise_for_status()
-        return len(reply.content)
-
-
-class Sdk:
-    """The Agents SDK's own session, in this process: SQLite file, or SQLAlchemy on PG."""
-
-    def __init__(self, path: Path | None, pg_url: str | None) -> None:
-        self.path, self.pg_url = path, pg_url
-        self.engine: Any = None
-
-    def session(self, name: str) -> Any:
-        if self.pg_url is None:
-            from agents import SQLiteSession
-
-            return SQLiteSession(name, str(self.path))
-        from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
-        from sqlalchemy.ext.asyncio import create_async_engine
-
-        if self.engine is None:
-            self.engine = create_async_engine(self.pg_url, pool_size=10)
-        return SQLAlchemySession(name, engine=self.engine, create_tables=True)
-
-    async def close(self) -> None:
-        if self.engine is not None:
-            await self.engine.dispose()
-            self.engine = None
-
-
-class Lg:
-    """LangGraph in this process: one ``MessagesState`` graph on ``AsyncSqliteSaver`` (a file
-    of its own), or ``AsyncPostgresSaver`` on a pool (a database of its own)."""
-
-    def __init__(self, path: Path | None, pg_url: str | None) -> None:
-        self.path, self.pg_url = path, pg_url
-        self.stack = contextlib.AsyncExitStack()
-        self.graph: Any = None
-
-    async def open(self) -> None:
-        from langgraph.graph import START, MessagesState, StateGraph
-
-        saver: Any
-        if self.pg_url is None:
-            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-            saver = await self.stack.enter_async_context(
-                AsyncSqliteSaver.from_conn_string(str(self.path))
-            )
-        else:
-            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-            from psycopg.rows import dict_row
-            from psycopg_pool import AsyncConnectionPool
-
-            kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-            pool: Any = AsyncConnectionPool(self.pg_url, max_size=10, kwargs=kwargs, open=False)
-            await pool.open(wait=True)
-            self.stack.push_async_callback(pool.close)
-            saver = AsyncPostgresSaver(pool)
-        await saver.setup()
-
-        def turn(state: MessagesState) -> dict[str, Any]:
-            return {}  # the turn's messages came in with the input, through add_messages
-
-        self.graph = (
-            StateGraph(MessagesState)
-            .add_node("turn", turn)
-            .add_edge(START, "turn")
-            .compile(checkpointer=saver)
-        )
-
-    @staticmethod
-    def config(thread: str) -> Any:
-        return {"configurable": {"thread_id": thread}}
-
-    async def append(self, thread: str, turn: Turn) -> None:
-        await self.graph.ainvoke({"messages": lg_messages(turn)}, self.config(thread))
-
-    async def feed(self, thread: str) -> int:
-        from langchain_core.messages import trim_messages
-        from langchain_core.messages.utils import count_tokens_approximately
-
-        state = await self.graph.aget_state(self.config(thread))
-        kept = trim_messages(state.values.get("messages", []), max_tokens=LG_HISTORY_TOKENS,
-                             strategy="last", token_counter=count_tokens_approximately,
-                             start_on="human", include_system=True)  # fmt: skip
-        return len(kept)
-
-    async def close(self) -> None:
-        await self.stack.aclose()
-        self.stack, self.graph = contextlib.AsyncExitStack(), None
 
 
 # -- measuring ------------------------------------------------------------------------------
@@ -338,157 +170,6 @@ async def throughput(ctxs: dict[str, Ctx], sdk: Sdk, lg: Lg, clients: int, turns
         figs[system].throughput = clients * turns / (time.perf_counter() - t0)
 
 
-_SDK_COLD = """
-import asyncio, resource, sys, time
-async def main():
-    if sys.argv[1] == "sqlite":
-        from agents import SQLiteSession
-        session = SQLiteSession(sys.argv[3], sys.argv[2])
-    else:
-        from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
-        session = SQLAlchemySession.from_url(sys.argv[3], url=sys.argv[2])
-    t0 = time.perf_counter()
-    await session.get_items()
-    print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-asyncio.run(main())
-"""
-
-
-def sdk_cold(sdk: Sdk, name: str) -> tuple[float, float]:
-    """A fresh process (the SDK imported, the session open): its first ``get_items()``, in
-    seconds, and the process's peak RSS after it, in MB."""
-    args = ["sqlite", str(sdk.path)] if sdk.pg_url is None else ["pg", sdk.pg_url]
-    out = subprocess.run([sys.executable, "-c", _SDK_COLD, *args, name], check=True,
-                         capture_output=True, text=True, cwd=ROOT)  # fmt: skip
-    seconds, rss_kb = out.stdout.strip().splitlines()[-1].split()
-    return float(seconds), int(rss_kb) / 1024
-
-
-_LG_COLD = """
-import asyncio, sys, time
-from pathlib import Path
-from scripts.bench_peers import Lg
-async def main():
-    lg = Lg(Path(sys.argv[2]), None) if sys.argv[1] == "sqlite" else Lg(None, sys.argv[2])
-    await lg.open()
-    t0 = time.perf_counter()
-    await lg.feed(sys.argv[3])
-    print(time.perf_counter() - t0)
-    await lg.close()
-asyncio.run(main())
-"""
-
-
-def lg_cold(lg: Lg, thread: str) -> float:
-    """A fresh process (LangGraph imported, the checkpointer set up and the graph compiled): its
-    first read of the thread's state, trimmed."""
-    args = ["sqlite", str(lg.path)] if lg.pg_url is None else ["pg", lg.pg_url]
-    out = subprocess.run([sys.executable, "-c", _LG_COLD, *args, thread], check=True,
-                         capture_output=True, text=True, cwd=ROOT)  # fmt: skip
-    return float(out.stdout.strip().splitlines()[-1])
-
-
-async def ctx_cold(ctx: Ctx, sid: str) -> float:
-    """A fresh server (healthy, nothing read yet): its first render of a full session."""
-    ctx.start()
-    async with ctx.client() as client:
-        t0 = time.perf_counter()
-        await ctx.feed(client, sid)
-        return time.perf_counter() - t0
-
-
-def peak_rss_mb(pid: int) -> float:
-    """The peak resident set (VmHWM) of ``pid`` and its children (more than one worker), MB."""
-    pids = [pid]
-    with contextlib.suppress(OSError):
-        pids += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    total = 0
-    for p in pids:
-        for line in Path(f"/proc/{p}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                total += int(line.split()[1])
-    return total / 1024
-
-
-async def ctx_memory(ctx: Ctx, sid: str) -> float:
-    """A fresh server's peak RSS (MB) after it served one render of one session."""
-    ctx.start()
-    try:
-        async with ctx.client() as client:
-            await ctx.feed(client, sid)
-        assert ctx.proc is not None
-        return peak_rss_mb(ctx.proc.pid)
-    finally:
-        ctx.stop()
-
-
-async def enlarge(ctxs: dict[str, Ctx], sdk: Sdk, extra: int, turns: int, clients: int) -> None:
-    """``extra`` more turns in every store (ctxstore's through its server), as sessions of up to
-    ``turns`` turns, ``clients`` of them written at once: appends only, no reads."""
-    lengths = [min(turns, extra - k) for k in range(0, extra, turns)]
-
-    async def ctx_writer(ctx: Ctx, jobs: list[tuple[int, int]]) -> None:
-        async with ctx.client() as client:
-            while jobs:
-                s, n = jobs.pop()
-                sid = await ctx.open(client, f"mem-{s}")
-                for turn in workload(1000 + s, n):
-                    await ctx.append(client, sid, turn)
-
-    async def sdk_writer(jobs: list[tuple[int, int]]) -> None:
-        while jobs:
-            s, n = jobs.pop()
-            session = sdk.session(f"mem-{s}")
-            for turn in workload(1000 + s, n):
-                await session.add_items(sdk_items(turn))
-            if sdk.pg_url is None:
-                session.close()
-
-    for ctx in ctxs.values():
-        ctx.start()
-        try:
-            jobs = list(enumerate(lengths))
-            await asyncio.gather(*(ctx_writer(ctx, jobs) for _ in range(clients)))
-        finally:
-            ctx.stop()
-    jobs = list(enumerate(lengths))
-    await asyncio.gather(*(sdk_writer(jobs) for _ in range(clients)))
-    await sdk.close()
-
-
-def sqlite_bytes(path: Path) -> int:
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
-
-
-# -- PostgreSQL databases of the run --------------------------------------------------------
-
-
-def pg_create(name: str) -> tuple[str, int]:
-    import psycopg
-
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return PG_ADMIN.rsplit("/", 1)[0] + f"/{name}", pg_bytes(name)
-
-
-def pg_bytes(name: str) -> int:
-    import psycopg
-
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        row = conn.execute("SELECT pg_database_size(%s)", (name,)).fetchone()
-    return int(row[0]) if row else 0
-
-
-def pg_drop(name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 # -- the run --------------------------------------------------------------------------------
 
 
@@ -583,6 +264,13 @@ async def run(args: argparse.Namespace) -> str:
         await sdk.close()
         await lg.close()
         out = table(figs, args.store)
+        post, get = await floor_figures(args.turns)
+        sdk_append = pct(figs["sdk"].append, 0.5)
+        out += (
+            f"\n\nHTTP floor (scripts/http_floor.py: a bare Starlette app on the same uvicorn, "
+            f"the same client): POST of a turn's body p50 {post * 1000:.2f} ms "
+            f"({ratio(post / sdk_append)} the SDK's append), GET p50 {get * 1000:.2f} ms"
+        )
         if not args.no_memory:
             for ctx in ctxs.values():
                 ctx.stop()
