@@ -28,6 +28,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from domain.call_input import forget as forget_parsed_calls
 from domain.erasure import ERASURE_TOPIC
 from projections.notification_reads import topic_positions
 from projections.pg_events import forget_recent_states
@@ -58,6 +59,7 @@ class ErasureWatch:
                     self.positions |= found
                     self.found += len(found)
                     forget_recent_states(self.recorder)
+                    forget_parsed_calls()  # tool arguments another process erased
                 if lower == self.checked:
                     self.checked = upto
             return after is not None and any(after < p <= upto for p in self.positions)

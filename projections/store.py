@@ -269,9 +269,11 @@ class ProjectionStore:
             with self.engine.connect() as own:
                 rows = own.execute(_RULES).all()
         recorded = tuple((int(r.from_position), str(r.policy)) for r in rows)
-        if recorded != self._rules_read[0]:  # parsing every record again cost every batch
-            self._rules_read = (recorded, [(at, Policy.from_record(p)) for at, p in recorded])
-        return list(self._rules_read[1])
+        read = self._rules_read  # once: another thread may replace it meanwhile
+        if recorded != read[0]:  # parsing every record again cost every batch
+            read = (recorded, [(at, Policy.from_record(p)) for at, p in recorded])
+            self._rules_read = read
+        return list(read[1])
 
     def record_policy(self, policy: Policy, log_position: int = 0,
                       partitions: int | None = None) -> list[tuple[int, Policy]]:  # fmt: skip

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from domain.call_input import arguments_json, forget, tool_input
+from domain.call_input import MEMO_MAX_CHARS, arguments_json, forget, memo_sizes, tool_input
 
 pytestmark = pytest.mark.quick
 
@@ -40,5 +40,15 @@ def test_forget_drops_what_was_parsed() -> None:
     first = tool_input(call)
     arguments_json(first)
     forget()
-    assert tool_input.cache_info().currsize == 0
+    assert memo_sizes() == (0, 0)
     assert tool_input(call) is not first
+
+
+def test_a_long_call_is_parsed_every_time_not_held() -> None:
+    forget()
+    call = json.dumps({"text": "x" * MEMO_MAX_CHARS})
+    first = tool_input(call)
+    assert first == json.loads(call)
+    assert tool_input(call) is not first
+    assert arguments_json(first) == json.dumps(first, sort_keys=True)
+    assert memo_sizes() == (0, 0)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from domain.call_input import memo_sizes, tool_input
 from projections import erasure_watch
 from projections.erasure_watch import ErasureWatch
 from service.erasure import Eraser
@@ -48,5 +49,23 @@ def test_the_log_is_read_only_past_what_was_looked_at(
         with rt.store.engine.connect() as conn:
             own.between(conn, None, erased_at)
         assert own.found == 0
+    finally:
+        rt.close()
+
+
+def test_learning_of_an_erasure_drops_the_parsed_tool_arguments(store_url: str) -> None:
+    """Another process erased: what this one parsed of tool calls goes (``call_input``)."""
+    rt = Runtime(store_url, auto_compact=False)
+    try:
+        gone = str(rt.app.start_session("erased", "local:tiny")[0])
+        before = rt.app.recorder.max_notification_id()
+        Eraser(rt).erase(gone, "test")
+        erased_at = rt.app.recorder.max_notification_id()
+        tool_input('{"password": "hunter2"}')
+        assert memo_sizes()[0] >= 1
+        watch = ErasureWatch(rt.app.recorder, before)
+        with rt.store.engine.connect() as conn:
+            watch.between(conn, None, erased_at)
+        assert watch.found == 1 and memo_sizes() == (0, 0)
     finally:
         rt.close()
