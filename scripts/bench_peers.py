@@ -51,6 +51,7 @@ from typing import Any
 
 from scripts.coding_workload import workload
 from scripts.http_floor import floor_figures
+from scripts.peer_inproc import inproc_throughput
 from scripts.peer_probes import (
     ctx_cold,
     ctx_memory,
@@ -261,9 +262,20 @@ async def run(args: argparse.Namespace) -> str:
             figs[name].cold = await ctx_cold(ctx, sids[name][0])
         await lg.open()
         await throughput(ctxs, sdk, lg, args.clients, args.tp_turns, figs)
+        if args.store == "sqlite":
+            inproc_url = f"sqlite:///{folder / 'inproc'}.db"
+        else:
+            dbs["inproc"] = f"bench_peers_{os.getpid()}_inproc"
+            inproc_url = pg_create(dbs["inproc"])[0]
+        inproc = await inproc_throughput(inproc_url, args.clients, args.tp_turns)
         await sdk.close()
         await lg.close()
         out = table(figs, args.store)
+        out += (
+            f"\n\nThroughput in process (scripts/peer_inproc.py: ctxstore's Runtime in this "
+            f"process, {args.clients} clients, as the SDK runs): {inproc:.2f} turns/s, "
+            f"{ratio(inproc / figs['sdk'].throughput)} the SDK's"
+        )
         post, get = await floor_figures(args.turns)
         sdk_append = pct(figs["sdk"].append, 0.5)
         out += (
