@@ -36,7 +36,7 @@ def drive(url: str, sessions: int, turns: int) -> None:
     from starlette.testclient import TestClient
 
     from api.app import create_app
-    from scripts.bench_peers import ctx_nodes, workload
+    from scripts.coding_workload import ctx_nodes, workload
     from service.runtime import Runtime
 
     runtime = Runtime(url)

@@ -7,7 +7,7 @@ workload's turns as events, nodes and commits.
 from __future__ import annotations
 
 from scripts import bench_storage as bench
-from scripts.bench_peers import ctx_nodes, workload
+from scripts.coding_workload import ctx_nodes, workload
 
 
 def test_the_breakdown_counts_the_workloads_rows_and_the_whole_file() -> None:
