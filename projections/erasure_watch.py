@@ -34,6 +34,14 @@ from projections.notification_reads import topic_positions
 from projections.pg_events import forget_recent_states
 
 
+def forget_erased_content(recorder: Any) -> None:
+    """Let go of what this process holds in memory that an erasure may have rewritten:
+    event states read lately, tool calls' parsed arguments.  The process that erased and
+    those that learn of it later call this one function, so neither forgets less."""
+    forget_recent_states(recorder)
+    forget_parsed_calls()
+
+
 class ErasureWatch:
     def __init__(self, recorder: Any, since: int) -> None:
         """``since``: the log's position when the process started (what it holds
@@ -47,7 +55,8 @@ class ErasureWatch:
     def between(self, conn: Connection, after: int | None, upto: int) -> bool:
         """Whether an erasure is in (``after``, ``upto``]: ``after`` is a projector's
         position, None for a new projector (which holds nothing yet).  Any erasure
-        found makes the process forget the states it remembers."""
+        found makes the process forget what it holds of erased content
+        (``forget_erased_content``)."""
         with self._guard:
             if after is not None and after >= upto:
                 return False  # nothing projected elsewhere: nothing to look at
@@ -58,8 +67,7 @@ class ErasureWatch:
                 if found:  # new to this process (a range read past a gap may repeat)
                     self.positions |= found
                     self.found += len(found)
-                    forget_recent_states(self.recorder)
-                    forget_parsed_calls()  # tool arguments another process erased
+                    forget_erased_content(self.recorder)
                 if lower == self.checked:
                     self.checked = upto
             return after is not None and any(after < p <= upto for p in self.positions)

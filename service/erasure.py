@@ -27,7 +27,6 @@ from uuid import UUID
 from sqlalchemy import select
 
 from domain import events as ev
-from domain.call_input import forget as forget_parsed_calls
 from domain.erasure import (
     ERASURE_TOPIC,
     TenantNotConfirmed,
@@ -40,7 +39,7 @@ from domain.node_claim import claim_id, legacy_claim_id
 from projections import reproject as rp
 from projections import tables as t
 from projections import tracking
-from projections.pg_events import forget_recent_states
+from projections.erasure_watch import forget_erased_content
 from projections.projector import Projector
 from projections.records import SessionRow
 from projections.session_rows import SessionRows
@@ -154,8 +153,7 @@ class Eraser:
         for sid in {*plan.erased, *(sid for sid, _ in plan.rewrites)}:
             self.app._evict(UUID(sid))  # noqa: SLF001
         runtime._rendered.clear()  # noqa: SLF001
-        forget_parsed_calls()  # parsed tool arguments of what was just erased
-        forget_recent_states(self.app.recorder)  # they may hold what was just erased
+        forget_erased_content(self.app.recorder)  # states read, calls parsed, of the erased
         runtime.processor.projector = None  # its memory held erased rows: reload
         runtime.processor.resets += 1
         compacted = self.tables.compact()

@@ -54,12 +54,15 @@ def test_the_log_is_read_only_past_what_was_looked_at(
 
 
 def test_learning_of_an_erasure_drops_the_parsed_tool_arguments(store_url: str) -> None:
-    """Another process erased: what this one parsed of tool calls goes (``call_input``)."""
+    """This process erased, or another did: what it parsed of tool calls goes
+    (``call_input``), by the one function both call (``forget_erased_content``)."""
     rt = Runtime(store_url, auto_compact=False)
     try:
         gone = str(rt.app.start_session("erased", "local:tiny")[0])
         before = rt.app.recorder.max_notification_id()
+        tool_input('{"password": "hunter2"}')
         Eraser(rt).erase(gone, "test")
+        assert memo_sizes() == (0, 0)
         erased_at = rt.app.recorder.max_notification_id()
         tool_input('{"password": "hunter2"}')
         assert memo_sizes()[0] >= 1
