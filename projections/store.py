@@ -85,12 +85,13 @@ def make_engine(url: str) -> Engine:
 _UPDATE_SESSION = update(t.sessions).where(t.sessions.c.session_id == bindparam("by_id"))
 
 
-_RULES = select(t.rules.c.from_position, t.rules.c.policy).order_by(t.rules.c.from_position)
-
-
 def _by_id(row: dict[str, Any]) -> dict[str, Any]:
+    """A session row as ``_UPDATE_SESSION``'s parameters: its id names the row to update."""
     row["by_id"] = row.pop("session_id")
     return row
+
+
+_RULES = select(t.rules.c.from_position, t.rules.c.policy).order_by(t.rules.c.from_position)
 
 
 class ProjectionStore:

@@ -74,7 +74,7 @@ class PartitionCountChanged(RuntimeError):
         return PartitionCountChanged, (self.stored, self.mine)
 
 
-# Built once, as ``_ADVANCE``: every projected batch runs one (issue 29).
+# Built once: every projected batch takes its partition's lock (issue 29).
 _LOCK_SQLITE = select(t.tracking.c.notification_id, t.tracking.c.partitions).where(
     t.tracking.c.application_name == APPLICATION, t.tracking.c.partition == bindparam("at")
 )
