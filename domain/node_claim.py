@@ -1,25 +1,26 @@
-"""A node id is unique in its session, enforced by the event store itself.
+"""A node id is unique in its session; a branch may not reuse one its history shows.
 
 Two sessions may both name a node ``call_0`` (a model numbers its calls, a
 deterministic agent runs twice): the projections key a node by its session
 and its id (``projections.records.node_key``).  Inside one session an id
-names one node, and each new node id is claimed by a one-event
-``NodeClaim`` aggregate whose id derives from the session and the node id,
-saved in the same atomic write as the node's event, so a second claim is a
-primary-key conflict in the event store and the whole command stores
-nothing.  A branch also refuses ids its lineage shows
-(``CtxStore.refuse_inherited``).
+names one node.  The session aggregate refuses an id it knows, and a writer
+whose copy was stale loses the save on the session's own version key; the
+store then says whether the winner took the same id
+(``SessionStore.refuse_stored``).  A branch also refuses ids its lineage
+shows (``InheritedIds``, below).
 
-Before per-session ids, claims derived from the node id alone
-(``legacy_claim_id``); those events stay in old stores, unused, and an
-erasure deletes both forms.  Claims carry no content and projections skip
-them.
+Stores written before 2026-12-07 also hold a one-event ``NodeClaim``
+aggregate per node, saved in the node's write, whose id derived from the
+session and the node id (earlier still, from the node id alone:
+``legacy_claim_id``).  They guarded nothing the version key did not, and
+cost a tenth of the event log's rows and bytes (issue 29), so new nodes no
+longer get one.  Old claims stay, unused: projections skip them, and an
+erasure deletes both forms.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -48,21 +49,6 @@ def claim_id(session_id: str, node_id: str) -> UUID:
 def legacy_claim_id(node_id: str) -> UUID:
     """The store-wide claim older versions saved for each node id."""
     return uuid5(_NAMESPACE, node_id)
-
-
-_TOPIC = f"{NodeClaim.__module__}:{NodeClaim.__qualname__}"
-
-
-def claim_event(node_id: str, session_id: str, at: datetime) -> NodeClaim.Created:
-    """The claim's one event, built directly (a quarter of the cost of the aggregate).
-
-    ``at`` is the node's own time, so the claim says when the id was taken.
-    """
-    # eventsourcing makes event classes dataclasses at run time; mypy sees the base fields only
-    return NodeClaim.Created(  # type: ignore[call-arg]
-        originator_id=claim_id(session_id, node_id), originator_version=1, timestamp=at,
-        originator_topic=_TOPIC, node_id=node_id, session_id=session_id,
-    )  # fmt: skip
 
 
 # A session's nodes (id -> the aggregate's lean record) and where it branched from

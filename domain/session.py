@@ -10,7 +10,6 @@ triggers an event, so replaying the log can never fail.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -35,7 +34,6 @@ from domain.limits import (
     check_model,
     check_window,
 )
-from domain.node_claim import claim_event
 from domain.node_commands import NodeCommands
 from domain.nodes import NodeRef
 from domain.session_context import ContextCommands
@@ -82,21 +80,6 @@ class Session(NodeCommands, ContextCommands, Aggregate):
         self.compaction: JSON = {"instructions": None, "summarizer_model": None}
         # A branch keeps the pins its source had on the chain it branched from.
         self.pinned: list[str] = list(branched_from.get("pinned", [])) if branched_from else []
-
-    def collect_events(self) -> Sequence[Any]:
-        """The new events, then a claim of each new node's id (``domain.node_claim``).
-
-        The claims go into the same atomic write as the nodes, so an id a
-        concurrent writer just gave a node of this session fails the whole
-        command.  They are emitted here,
-        as events are collected for saving, and never when events are
-        replayed, so reloading a session cannot claim anything twice.
-        """
-        events = list(super().collect_events())
-        sid = str(self.id)
-        claims = [claim_event(e.node_id, sid, e.timestamp) for e in events
-                  if isinstance(e, NODE_EVENTS)]  # fmt: skip
-        return events + claims
 
     # ----------------------------------------------------------------- queries
 

@@ -34,7 +34,7 @@ from domain.idempotency import (
     claim_event,
     stored_from,
 )
-from domain.node_claim import InheritedIds, claim_id
+from domain.node_claim import InheritedIds
 from domain.session import NODE_EVENTS, Session
 from domain.session_locks import SessionLocks
 from domain.store_config import PG_RECORDER_TOPIC, database_url, eventsourcing_env
@@ -143,7 +143,7 @@ class SessionStore(Application[UUID]):
                     # This command's own nodes, as its events name them.  Not the nodes
                     # the copy gained meanwhile: the cached copy is shared, and a read in
                     # another thread fast-forwards it in place with what another process
-                    # stored (whose ids are claimed, which read as a duplicate node).
+                    # stored (which would read as duplicates of what it stored).
                     added = [e.node_id for e in agg.pending_events
                              if isinstance(e, NODE_EVENTS)]  # fmt: skip
                     self.refuse_inherited(agg, added)
@@ -165,13 +165,23 @@ class SessionStore(Application[UUID]):
                 return result, agg.version
         raise AssertionError("unreachable")
 
-    def refuse_claimed(self, session_id: str, node_id: str) -> None:
-        """DuplicateNode if ``node_id`` is already a node of ``session_id``."""
-        stored = self.recorder.select_events(claim_id(session_id, node_id), limit=1)
-        if stored:
-            raise errors.DuplicateNode(
-                f"node id {node_id!r} is already used in this session", node_id=node_id
-            )
+    def refuse_stored(self, session_id: UUID, added: Sequence[str]) -> None:
+        """DuplicateNode if the session as stored now already has one of the ``added`` ids.
+
+        Asked only after a save lost to another writer: the session's own
+        version key is what refused the write, and this says whether the
+        winner took one of this command's node ids (a duplicate, whatever
+        the caller retries) or just moved the session on (stale).  The ids
+        need no store of their own: a session's nodes are its own events.
+        """
+        if not added:
+            return
+        stored: Any = self.repository.get(session_id, version=LATEST)
+        for node_id in added:
+            if node_id in stored.nodes:
+                raise errors.DuplicateNode(
+                    f"node id {node_id!r} is already used in this session", node_id=node_id
+                )
 
     def refuse_inherited(self, agg: Session, added: Sequence[str]) -> None:
         """DuplicateNode if a new node of a branch reuses an id the branch shows.
@@ -202,13 +212,13 @@ class SessionStore(Application[UUID]):
         return source.nodes, source.branched_from
 
     def _save(self, agg: Session, added: Sequence[str] = ()) -> None:
-        """Save the session's new events, the claims of its ``added`` node ids
-        and, when the command came with an idempotency key, the key's claim.
+        """Save the session's new events and, when the command came with an
+        idempotency key, the key's claim, in one atomic write.
 
         A conflict is a key a concurrent retry already used (that command's
-        result is the answer: ``IdempotentReplay``), a newer version of the
-        session, or an id another session holds (see ``Session.collect_events``):
-        say which.
+        result is the answer: ``IdempotentReplay``), one of the ``added`` node
+        ids that the winning writer gave a node of this session
+        (``DuplicateNode``), or just a newer version of the session: say which.
         """
         pending = PENDING.get()
         extra = []
@@ -231,8 +241,7 @@ class SessionStore(Application[UUID]):
                 stored = self.idempotency_claim(pending)
                 if stored is not None:
                     raise IdempotentReplay(stored) from None
-            for node_id in added:
-                self.refuse_claimed(str(agg.id), node_id)
+            self.refuse_stored(agg.id, added)
             raise errors.StaleVersion(
                 "another writer changed this session first; reload and retry"
             ) from None

@@ -33,10 +33,10 @@ incrementally as the session grows.
   this interpreter cannot be faster, so "compute / raw" bounds it from the
   other side.
 
-Every node also has a node-id claim event in the log (``domain/node_claim.py``):
-the raw read, the floor and the rebuild all count them as events, and the
-projection skips them, so they raise "rebuild / raw" without any projection
-work getting cheaper.  The header says how many there are.
+Stores written before 2026-12-07 also hold a node-id claim event per node
+(``domain/node_claim.py``): the raw read, the floor and the rebuild count
+them as events, and the projection skips them.  The header says how many
+there are (none in a store this script builds now).
 
     .venv/bin/python scripts/bench_projection.py [--stores sqlite,postgres]
                                                  [--sizes 100,1000,10000]
@@ -353,7 +353,7 @@ def bench_store(kind: str, sizes: list[int]) -> dict[str, Any]:
                 session.append(BATCH)
                 started = time.perf_counter()
                 applied = rt.processor.catch_up()
-                assert applied >= BATCH  # each node, and the claim of its id
+                assert applied >= BATCH  # each node's event
                 samples.append((time.perf_counter() - started) / BATCH)
                 session.compact_if_asked()
             per_node[size] = statistics.median(samples)

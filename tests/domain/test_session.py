@@ -435,7 +435,7 @@ def test_an_imported_session_is_one_write_or_none(app: CtxStore) -> None:
 
     sid, version = app.import_session("imported", "openai:gpt-4o", None, None, build)
     assert version == 5 and len(writes) == 1
-    assert writes[0] == 5 + 3  # the session's events and the claims of its three node ids
+    assert writes[0] == 5  # the session's events, and nothing else (no per-node claims)
     assert [e.node_id for e in app.session_events(sid)[1:4]] == ["iu1", "ia1", "it1"]
 
     before = app.recorder.max_notification_id()

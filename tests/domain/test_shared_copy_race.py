@@ -4,7 +4,7 @@ A process keeps one cached copy of a session, shared by its threads (no
 deep copy per command).  A read in another thread fast-forwards that copy
 in place with what another process stored, and did so while a command was
 running on it.  The command then took the other process's new nodes for
-its own, found their ids claimed when its write lost the race, and
+its own, found their ids taken when its write lost the race, and
 answered 409 ``duplicate_node`` for an id it had chosen itself (seen once
 in ~6,000 appends with two API processes).  It must retry, as any lost
 race does, and store its node once; and the read, which mixed stored

@@ -118,7 +118,7 @@ def test_pages_before_the_failure_stay_committed(
         rt.processor.catch_up(page=2)
     assert rt.position() == position + 4, "two whole pages of two events each"
     kept = digest(rt.store)
-    rest = rt.app.recorder.max_notification_id() - rt.position()  # nodes and their id claims
+    rest = rt.app.recorder.max_notification_id() - rt.position()  # the nodes not yet projected
     monkeypatch.undo()
     other = Runtime(store_url, auto_compact=False)  # a second process picks up the rest
     try:
