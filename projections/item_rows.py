@@ -5,10 +5,11 @@ summary keeps that text too, so copying it into every delta and checkpoint
 stored each node's content several times over (56 MB of item rows for 15 MB
 of node content in a 10,000-node session).  A stored item therefore omits
 ``rendered`` and ``call`` when they are byte-equal to what its source node
-says, and loading fills them back from the same node.  Anything a rule
-rewrote (a stub, a capped result, a cleared placeholder, a marker) differs
-from the node and is stored as it is.  Rows written before this format carry
-every field and load unchanged.
+says, and loading fills them back from the same node.  A text a rule
+rewrote but that keeps a long run of the node's own (a capped result keeps
+both ends) is stored as a splice of it (``splice``: revision 0015); anything
+else a rule wrote (a stub, a cleared placeholder, a marker) is stored as it
+is.  Rows written before these formats carry every field and load unchanged.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ _STORED_DEFAULTS = tuple(
     _KEEP if f.name in _OMITTABLE or f.default is MISSING else f.default for f in fields(Item)
 )
 _values = attrgetter(*ITEM_FIELDS)
+# A rewritten text that keeps a long run of its node's own (a capped result keeps
+# both ends) is stored as a splice of it under this key; shorter ones as they are.
+SPLICED = "spliced"
+SPLICE_MIN = 64
 
 
 def node_texts(node: NodeRow) -> Natural:
@@ -66,7 +71,42 @@ def stored_item(item: Item, texts_of: TextsOf) -> dict[str, Any]:
         for name, value in zip(_OMITTABLE, natural, strict=True):
             if raw.get(name) == value:
                 del raw[name]
+        spliced = splice(raw.get("rendered"), natural.rendered)
+        if spliced is not None:
+            del raw["rendered"]
+            raw[SPLICED] = spliced
     return raw
+
+
+def splice(text: object, source: str) -> list[Any] | None:
+    """``text`` as ``[head, tail, middle]``: ``source``'s first ``head`` and last ``tail``
+    characters around ``middle``, when that spares at least ``SPLICE_MIN`` of them."""
+    if not isinstance(text, str) or len(text) < SPLICE_MIN or len(source) < SPLICE_MIN:
+        return None
+    head = _common(text, source, lambda s, n: s[:n])
+    room = min(len(text), len(source)) - head  # a tail must not reuse the head's characters
+    tail = _common(text[head:], source[head:], lambda s, n: s[len(s) - n :], room)
+    if head + tail < SPLICE_MIN:
+        return None
+    return [head, tail, text[head : len(text) - tail]]
+
+
+def _common(a: str, b: str, end: Callable[[str, int], str], limit: int | None = None) -> int:
+    """The length of the longest ``end`` (prefix or suffix) ``a`` and ``b`` share:
+    a binary search of slice comparisons, not a loop over characters."""
+    low, high = 0, min(len(a), len(b)) if limit is None else limit
+    while low < high:
+        mid = (low + high + 1) // 2
+        if end(a, mid) == end(b, mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def unspliced(spliced: list[Any], source: str) -> str:
+    head, tail, middle = int(spliced[0]), int(spliced[1]), str(spliced[2])
+    return source[:head] + middle + source[len(source) - tail :]
 
 
 def loaded_item(raw: dict[str, Any], texts_of: TextsOf) -> Item:
@@ -82,6 +122,9 @@ def loaded_item(raw: dict[str, Any], texts_of: TextsOf) -> Item:
             raise LookupError(f"stored item {raw['item_id']!r} refers to unknown node "
                               f"{raw['source_node_id']!r}")  # fmt: skip
         own = natural._asdict()
+        if SPLICED in raw:  # a rewrite of the node's text that kept much of it
+            raw = dict(raw)
+            raw["rendered"] = unspliced(raw.pop(SPLICED), natural.rendered)
         if "rendered" in raw and "blocks" not in raw:
             own["blocks"] = None
         raw = own | raw

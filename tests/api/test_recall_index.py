@@ -18,7 +18,7 @@ from projections.online_rebuild import online_rebuild
 from projections.rebuild import digest, rebuild_and_compare
 from tests.api.test_commands import append, ok, start
 from tests.api.test_recall import recall
-from tests.api.test_recall_rows import _fts_terms, _indexed_texts, _recall_rows
+from tests.api.test_recall_rows import _fts_terms, _indexed_texts, _recall_rows, back_to_0014
 
 
 def test_the_store_keeps_no_plain_copy(client: TestClient, store_url: str) -> None:
@@ -46,6 +46,7 @@ def test_an_0013_store_migrates(client: TestClient, runtime: Any, store_url: str
     append(client, sid, "tool", name="read_file", input={"path": "lighthouses/guide.md"},
            output="lighthouses guide ships\u0000 at night", caller=caller)  # fmt: skip
     append(client, sid, "user", input="what do lighthouses do at night?")
+    back_to_0014(store_url)
     rows, digests = _recall_rows(runtime), digest(runtime.store)
     texts = _indexed_texts(runtime, sid)
     hits = recall(client, sid, "lighthouses night")
@@ -56,7 +57,7 @@ def test_an_0013_store_migrates(client: TestClient, runtime: Any, store_url: str
         query = "SELECT text FROM ctx_recall ORDER BY notification_id"
         old = [r for (r,) in conn.exec_driver_sql(query)]
     assert old == texts and len(old) == len(rows) == 4
-    upgrade(store_url)
+    upgrade(store_url, "0014")  # the revisions under test: 0015 empties all for a rebuild
     assert "text" not in _columns(runtime)
     assert _recall_rows(runtime) == rows and digest(runtime.store) == digests
     assert recall(client, sid, "lighthouses night") == hits
