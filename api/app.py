@@ -87,6 +87,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         probes.warm()
+        runtime.warm_reads()
         if lane is not None:
             lane.start()
         try:

@@ -205,6 +205,14 @@ def anthropic_tool(spec: Spec) -> dict[str, Any]:
 SHAPES = ("neutral", "openai", "anthropic", "responses", "gemini", "bedrock")
 
 
+def load_shapes() -> None:
+    """Import every shape's renderer now (a server's start), not in the first render of
+    each: ``render_shape`` imports them late only because they import this module."""
+    from domain import render_bedrock, render_gemini, render_openai, render_responses
+
+    del render_bedrock, render_gemini, render_openai, render_responses
+
+
 def render_shape(commit: ContextCommit, shape: str, model: str, cache: bool = False,
                  drop_summarized_tools: bool = False,
                  recall_tool: bool = False) -> dict[str, Any]:  # fmt: skip

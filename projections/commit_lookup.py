@@ -48,8 +48,9 @@ class CommitLookup:
         if ctx is not None:
             return [item.copy() for item in ctx.ordered()] if copies else list(ctx.ordered())
         meta = self.commits[commit_id]
-        texts_of = self.texts_in(meta.session_id)
-        return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id, texts_of)
+        session_id = meta.session_id
+        return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id,
+                               lambda ref: self.dag.find(session_id, ref))  # fmt: skip
 
     def items_as(self, commit_id: str, session_id: str) -> list[Item]:
         """A commit's items named as ``session_id`` names nodes (``rebase_items``)."""

@@ -21,13 +21,15 @@ from operator import attrgetter
 from typing import Any
 
 from domain.context import ITEM_FIELDS, Item, Natural
-from domain.node_text import node_blocks
+from domain.node_text import node_blocks, text_of
 from domain.node_text import node_texts as natural_texts
 from projections.packed_text import unpack
-from projections.records import NodeRow
+from projections.records import NodeRow, StoredNodeRow
 
 # What an item of a node shows as it first appears, or None when the node is unknown.
 TextsOf = Callable[[str], "Natural | None"]
+# The node a stored item names, or None when it is unknown.
+NodeOf = Callable[[str], "NodeRow | None"]
 _OMITTABLE = Natural._fields
 _KEEP = object()  # the "default" of fields a stored item always spells out
 _STORED_DEFAULTS = tuple(
@@ -48,6 +50,23 @@ def node_texts(node: NodeRow) -> Natural:
         call_id = node.call_id if node.role == "tool" else None
         node.texts = Natural(rendered, call, blocks, call_id)
     return node.texts
+
+
+def node_call(node: NodeRow) -> str | None:
+    """``node_texts(node).call`` without reading the node's output (a tool's arguments).
+
+    A tool's arguments are most often a JSON object, whose text is its canonical
+    JSON: the very text its row stores, taken as it is rather than parsed and
+    written again.
+    """
+    if node.texts is not None:
+        return node.texts.call
+    if node.role != "tool":
+        return None
+    stored = node.stored_input() if isinstance(node, StoredNodeRow) else None
+    if stored is not None and stored.startswith("{"):
+        return stored
+    return text_of(node.input)
 
 
 def stored_item(item: Item, texts_of: TextsOf) -> dict[str, Any]:
@@ -109,29 +128,34 @@ def unspliced(spliced: list[Any], source: str) -> str:
     return source[:head] + middle + source[len(source) - tail :]
 
 
-def loaded_item(raw: dict[str, Any], texts_of: TextsOf) -> Item:
-    """The inverse of ``stored_item``.
+def loaded_item(raw: dict[str, Any], node_of: NodeOf) -> Item:
+    """The inverse of ``stored_item``, given the node an item's row refers to.
 
     Rows written before blocks and call ids were items' own fields lack them:
     an item shows its node's blocks only while it shows its node's text (a
-    rule that rewrote the text replaced the whole content).
+    rule that rewrote the text replaced the whole content).  Such an item (a
+    stub, a placeholder) needs only its node's call and call id, not its
+    content: a cold read of a long session decodes the results it still
+    shows, not every one it ever held (issue 29).
     """
     if raw.get("source_node_id") is not None and any(name not in raw for name in _OMITTABLE):
-        natural = texts_of(raw["source_node_id"])
-        if natural is None:
+        node = node_of(raw["source_node_id"])
+        if node is None:
             raise LookupError(f"stored item {raw['item_id']!r} refers to unknown node "
                               f"{raw['source_node_id']!r}")  # fmt: skip
-        own = natural._asdict()
         if SPLICED in raw:  # a rewrite of the node's text that kept much of it
             raw = dict(raw)
-            raw["rendered"] = unspliced(raw.pop(SPLICED), natural.rendered)
+            raw["rendered"] = unspliced(raw.pop(SPLICED), node_texts(node).rendered)
         if "rendered" in raw and "blocks" not in raw:
-            own["blocks"] = None
+            call_id = node.call_id if node.role == "tool" else None
+            own: dict[str, Any] = {"call": node_call(node), "blocks": None, "call_id": call_id}
+        else:
+            own = node_texts(node)._asdict()
         raw = own | raw
     return Item.from_json(raw)
 
 
-def items_from_rows(rows: list[dict[str, Any]], target: str, texts_of: TextsOf) -> list[Item]:
+def items_from_rows(rows: list[dict[str, Any]], target: str, node_of: NodeOf) -> list[Item]:
     """Materialise ``target``'s items from its checkpoint and the deltas below it."""
     by_id = {r["commit_id"]: r for r in rows}
     chain = []
@@ -152,5 +176,5 @@ def items_from_rows(rows: list[dict[str, Any]], target: str, texts_of: TextsOf) 
             items.pop(item_id, None)
         for raw in payload["upserts"]:
             items[raw["item_id"]] = raw
-    loaded = (loaded_item(raw, texts_of) for raw in items.values())
+    loaded = (loaded_item(raw, node_of) for raw in items.values())
     return sorted(loaded, key=lambda i: i.ord)

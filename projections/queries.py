@@ -22,6 +22,7 @@ from domain.rules.summarize import with_item_ids
 from projections import tables as t
 from projections.projector import Projector
 from projections.records import CommitMeta, NodeRow, SessionRow
+from projections.session_rows import SessionRows
 from projections.store import ProjectionStore, loads
 
 
@@ -42,11 +43,7 @@ def load_commit(projector: Projector, store: ProjectionStore, session_id: str,
                 commit_id: str, *, copies: bool = True) -> ContextCommit:  # fmt: skip
     """``copies=False``: a warm context's own items, for a caller that only reads them
     under the session's lock (``CommitLookup.items_of``)."""
-    with store.engine.connect() as conn:
-        row = conn.execute(select(t.commits).where(t.commits.c.commit_id == commit_id)).first()
-        tools = conn.execute(select(t.tool_sets.c.tools)
-                             .where(t.tool_sets.c.tools_key == row.tools)).scalar() if (
-            row is not None and row.tools) else None  # fmt: skip
+    row, tools = commit_row(store, commit_id)
     if row is None or (session_id and row.session_id != str(session_id)):
         raise errors.NotFound(f"unknown commit {commit_id}", commit_id=commit_id)
     items = tuple(projector.items_of(commit_id, copies=copies))
@@ -59,6 +56,33 @@ def load_commit(projector: Projector, store: ProjectionStore, session_id: str,
         items=items, summary_request=with_item_ids(request, items) if request else None,
         tools=tuple(json.loads(tools)) if tools else (),
     )  # fmt: skip
+
+
+def commit_row(store: ProjectionStore, commit_id: str) -> tuple[Any, str | None]:
+    """A commit's stored row (None if there is none) and its declared tools' JSON."""
+    with store.engine.connect() as conn:
+        row = conn.execute(select(t.commits).where(t.commits.c.commit_id == commit_id)).first()
+        tools = conn.execute(select(t.tool_sets.c.tools)
+                             .where(t.tool_sets.c.tools_key == row.tools)).scalar() if (
+            row is not None and row.tools) else None  # fmt: skip
+    return row, tools
+
+
+def warm_reads(store: ProjectionStore) -> None:
+    """Run a cold read's statements once, for a session and a commit that cannot exist.
+
+    SQLAlchemy compiles a statement the first time an engine runs it, and a
+    fresh server's first render of a session paid that for each of them
+    (issue 29); a server runs this as it starts instead.
+    """
+    nothing = "-"  # neither a session id (a UUID) nor a commit id (hex)
+    rows = SessionRows(store)
+    rows.node_rows([nothing])
+    rows.commit_metas([nothing])
+    store.commit_rows(nothing)
+    with store.engine.connect() as conn:  # the tools' query, which only a found commit runs
+        conn.execute(select(t.tool_sets.c.tools).where(t.tool_sets.c.tools_key == nothing))
+    commit_row(store, nothing)
 
 
 def head_commit(projector: Projector, store: ProjectionStore, session_id: str) -> ContextCommit:

@@ -71,14 +71,76 @@ class NodeRow:
 
     @classmethod
     def from_row(cls, row: Any) -> NodeRow:
+        """The node a stored row holds; its input and output are decoded when first read."""
         m = row._mapping
-        return cls(
+        return StoredNodeRow(
             m["node_id"], m["session_id"], m["seq"], m["role"], m["name"],
-            json.loads(unpack(m["input"])), json.loads(unpack(m["output"])), m["parent"], m["edge"],
-            m["call_id"], json.loads(m["reads"]), json.loads(m["meta"]), m["sibling_of"],
+            _later(m["input"]), _later(m["output"]), m["parent"], m["edge"],
+            m["call_id"], _json(m["reads"]), _json(m["meta"]), m["sibling_of"],
             m["version_kind"], m["created_at"], m["event_id"], m["notification_id"],
-            json.loads(m["token_counts"]) if m["token_counts"] else None,
+            _later(m["token_counts"]) if m["token_counts"] else None,
         )  # fmt: skip
+
+
+class _Stored:
+    """A column's stored (maybe packed) JSON text, not decoded yet."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str | bytes) -> None:
+        self.value = value
+
+    def decoded(self) -> Any:
+        return json.loads(unpack(self.value))
+
+
+def _later(value: str | bytes) -> Any:
+    """A stored JSON column, for a ``StoredNodeRow`` field to decode when first read."""
+    return _Stored(value)
+
+
+def _json(text: str) -> Any:
+    """Most rows' lists and maps are empty: a fresh one, without the parser."""
+    return [] if text == "[]" else {} if text == "{}" else json.loads(text)
+
+
+class _Decoded:
+    """A field whose stored JSON text waits in the instance until it is first read."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name]
+        if type(value) is _Stored:
+            value = obj.__dict__[self.name] = value.decoded()
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self.name] = value
+
+
+class StoredNodeRow(NodeRow):
+    """A node read back from its row, whose content is decoded on first use.
+
+    A cold read of a session loads every node of it, but a long session's
+    old tool results show only as stubs, which need nothing of the content:
+    unpacking and parsing them all was a third of a fresh server's first
+    render (issue 29).  The dataclass's ``__init__`` assigns through these
+    descriptors, so the stored texts wait in the instance until read.
+    """
+
+    input = _Decoded()
+    output = _Decoded()
+    token_counts = _Decoded()
+
+    def stored_input(self) -> str | None:
+        """The input's stored JSON text while it is not decoded yet (canonical, as
+        ``to_row`` wrote it), else None."""
+        value = self.__dict__["input"]
+        return unpack(value.value) if type(value) is _Stored else None
 
 
 @dataclass

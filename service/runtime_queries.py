@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from domain import errors
 from domain.catalogue import window_warnings
 from domain.native_blocks import left_out
 from domain.provider_compaction import folds
 from domain.recall_query import matched_in_secret, recall_terms
-from domain.render import render_shape
+from domain.render import load_shapes, render_shape
 from domain.rules.redact import blank, mask, mask_json
 from domain.tool_specs import recall_listed
 from projections import queries as q
@@ -79,6 +81,15 @@ class Queries(RuntimeCore):
         with self._locked(session_id):
             projector, _ = self._owned(session_id, tenant)
             return q.load_commit(projector, self.store, session_id, commit_id).to_json()
+
+    def warm_reads(self) -> None:
+        """What a server runs as it starts, so its first read is not also its slowest:
+        every shape's renderer imported, a cold read's statements compiled."""
+        load_shapes()
+        try:
+            q.warm_reads(self.store)
+        except SQLAlchemyError:  # only a head start: the first read will say what is wrong
+            pass
 
     def rendered(self, session_id: str, shape: str = "neutral",
                  commit_id: str | None = None, cache: bool = False,
