@@ -71,14 +71,16 @@ class NodeRow:
 
     @classmethod
     def from_row(cls, row: Any) -> NodeRow:
-        """The node a stored row holds; its input and output are decoded when first read."""
-        m = row._mapping
+        """The node a stored row holds (a ``ctx_nodes`` row, its columns in the table's
+        order, which is this class's); its input, output and token counts are decoded
+        when first read."""
+        (node_id, session_id, seq, role, name, input, output, parent, edge, call_id, reads, meta,
+         sibling_of, version_kind, created_at, event_id, notification_id, counts) = row  # fmt: skip
+        token_counts: Any = _Stored(counts) if counts else None
         return StoredNodeRow(
-            m["node_id"], m["session_id"], m["seq"], m["role"], m["name"],
-            _later(m["input"]), _later(m["output"]), m["parent"], m["edge"],
-            m["call_id"], _json(m["reads"]), _json(m["meta"]), m["sibling_of"],
-            m["version_kind"], m["created_at"], m["event_id"], m["notification_id"],
-            _later(m["token_counts"]) if m["token_counts"] else None,
+            node_id, session_id, seq, role, name, _Stored(input), _Stored(output), parent, edge,
+            call_id, _json(reads), _json(meta), sibling_of, version_kind, created_at, event_id,
+            notification_id, token_counts,
         )  # fmt: skip
 
 
@@ -92,11 +94,6 @@ class _Stored:
 
     def decoded(self) -> Any:
         return json.loads(unpack(self.value))
-
-
-def _later(value: str | bytes) -> Any:
-    """A stored JSON column, for a ``StoredNodeRow`` field to decode when first read."""
-    return _Stored(value)
 
 
 def _json(text: str) -> Any:

@@ -18,8 +18,12 @@ from projections.store import ProjectionStore
 
 CHUNK = 500  # session ids per IN (...) list
 
-# what a commit's metadata needs: everything but the items themselves
-_META = [c for c in t.commits.columns if c.name != "items"]
+# what a commit's metadata holds (``working_set.meta_of``): a cold read loads every
+# commit of a session, and each further column cost it per row (issue 29)
+_META = [t.commits.c[name] for name in (
+    "commit_id", "session_id", "parent_ids", "head_node_id", "checkpoint_id", "delta_count",
+    "notification_id", "summary_request", "total_tokens", "over_window", "rules_version",
+)]  # fmt: skip
 
 
 class SessionRows:
@@ -67,9 +71,9 @@ class SessionRows:
                 )
                 if self.before is not None:
                     query = query.where(c.notification_id < self.before)
-                out.extend(
-                    dict(r._mapping) for r in conn.execute(query.order_by(c.notification_id))
-                )
+                found = conn.execute(query.order_by(c.notification_id))
+                names = list(found.keys())
+                out.extend(dict(zip(names, r, strict=True)) for r in found)
         return out
 
     def node_counts(self, after: int, partition: int | None = None) -> dict[str, int]:

@@ -84,9 +84,12 @@ class Queries(RuntimeCore):
 
     def warm_reads(self) -> None:
         """What a server runs as it starts, so its first read is not also its slowest:
-        every shape's renderer imported, a cold read's statements compiled."""
+        every shape's renderer imported, the projections caught up (their session
+        rows read), a cold read's statements compiled."""
         load_shapes()
         try:
+            if self.auto_catch_up:
+                self.processor.catch_up()
             q.warm_reads(self.store)
         except SQLAlchemyError:  # only a head start: the first read will say what is wrong
             pass

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from types import SimpleNamespace
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from projections import tables as t
 from projections.item_rows import node_call, node_texts
 from projections.packed_text import stored
 from projections.records import NodeRow, StoredNodeRow
@@ -35,7 +35,8 @@ def read_back(original: NodeRow, sqlite: bool) -> NodeRow:
     row = original.to_row()
     if sqlite:  # SQLite keeps a packed text as its zlib stream
         row = {k: stored(v) for k, v in row.items()}
-    return NodeRow.from_row(SimpleNamespace(_mapping=row))
+    assert list(row) == [c.name for c in t.nodes.columns], "the table's column order"
+    return NodeRow.from_row(tuple(row.values()))
 
 
 @given(role=st.sampled_from(["user", "assistant", "tool", "system"]), input=values,
