@@ -13,8 +13,8 @@ Stores written before 2026-12-07 also hold a one-event ``NodeClaim``
 aggregate per node, saved in the node's write, whose id derived from the
 session and the node id (earlier still, from the node id alone:
 ``legacy_claim_id``).  They guarded nothing the version key did not, and
-cost a tenth of the event log's rows and bytes (issue 29), so new nodes no
-longer get one.  Old claims stay, unused: projections skip them, and an
+were half the event log's rows (6% of a store's bytes; issue 29), so new
+nodes no longer get one.  Old claims stay, unused: projections skip them, and an
 erasure deletes both forms.
 """
 

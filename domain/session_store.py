@@ -165,22 +165,26 @@ class SessionStore(Application[UUID]):
                 return result, agg.version
         raise AssertionError("unreachable")
 
-    def refuse_stored(self, session_id: UUID, added: Sequence[str]) -> None:
-        """DuplicateNode if the session as stored now already has one of the ``added`` ids.
+    def refuse_stored(self, session_id: UUID, base: int, added: Sequence[str]) -> None:
+        """DuplicateNode if what another writer stored after version ``base`` gave a node
+        one of the ``added`` ids.
 
         Asked only after a save lost to another writer: the session's own
         version key is what refused the write, and this says whether the
         winner took one of this command's node ids (a duplicate, whatever
         the caller retries) or just moved the session on (stale).  The ids
         need no store of their own: a session's nodes are its own events.
+        Only the winner's events are read, not the session rebuilt: the
+        winner may be an erasure, whose record is the session's last event.
         """
-        if not added:
+        wanted = set(added)
+        if not wanted:
             return
-        stored: Any = self.repository.get(session_id, version=LATEST)
-        for node_id in added:
-            if node_id in stored.nodes:
+        for event in self.events.get(session_id, gt=base):
+            if isinstance(event, NODE_EVENTS) and event.node_id in wanted:
                 raise errors.DuplicateNode(
-                    f"node id {node_id!r} is already used in this session", node_id=node_id
+                    f"node id {event.node_id!r} is already used in this session",
+                    node_id=event.node_id,
                 )
 
     def refuse_inherited(self, agg: Session, added: Sequence[str]) -> None:
@@ -227,6 +231,7 @@ class SessionStore(Application[UUID]):
             # the claim's time is the request's (its age is the key's), not the session's
             extra.append(claim_event(pending, str(agg.id), result, pending.at))
         recorded = tuple(type(event) for event in agg.pending_events)
+        base = agg.version - len(recorded)  # the version this command's events follow
         try:
             self.save(agg, *extra)
             SAVED.set(recorded)
@@ -241,7 +246,7 @@ class SessionStore(Application[UUID]):
                 stored = self.idempotency_claim(pending)
                 if stored is not None:
                     raise IdempotentReplay(stored) from None
-            self.refuse_stored(agg.id, added)
+            self.refuse_stored(agg.id, base, added)
             raise errors.StaleVersion(
                 "another writer changed this session first; reload and retry"
             ) from None

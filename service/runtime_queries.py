@@ -6,9 +6,8 @@ requests are cached per session version and rules (``RENDER_CACHE``).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
-
-from sqlalchemy.exc import SQLAlchemyError
 
 from domain import errors
 from domain.catalogue import window_warnings
@@ -30,6 +29,9 @@ RENDER_CACHE = 256
 
 
 NEXT_CAP = 1_000  # characters of a hit's following node: its answer, not a transcript
+
+
+log = logging.getLogger("ctxstore.runtime")
 
 
 class Queries(RuntimeCore):
@@ -84,15 +86,13 @@ class Queries(RuntimeCore):
 
     def warm_reads(self) -> None:
         """What a server runs as it starts, so its first read is not also its slowest:
-        every shape's renderer imported, the projections caught up (their session
-        rows read), a cold read's statements compiled."""
-        load_shapes()
+        every shape's renderer imported, a cold read's statements compiled.  Only a
+        head start: whatever fails here is logged, and the first read says it again."""
         try:
-            if self.auto_catch_up:
-                self.processor.catch_up()
+            load_shapes()
             q.warm_reads(self.store)
-        except SQLAlchemyError:  # only a head start: the first read will say what is wrong
-            pass
+        except Exception:  # never keep a server from starting (/health, DELETE) over it
+            log.warning("warming the read path failed", exc_info=True)
 
     def rendered(self, session_id: str, shape: str = "neutral",
                  commit_id: str | None = None, cache: bool = False,

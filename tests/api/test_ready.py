@@ -45,3 +45,16 @@ def test_ready_is_503_until_migrations_ran(runtime: Any) -> None:
         finally:
             upgrade(runtime.url)
         assert client.get("/ready").status_code == 200
+
+
+def test_a_server_whose_warm_up_fails_still_starts(runtime: Any, monkeypatch: Any) -> None:
+    """Warming the read path at start (``Runtime.warm_reads``) is only a head start: a
+    store it cannot read yet must not keep ``/health`` (or an erasure) unreachable."""
+    from projections import queries
+
+    def broken(store: Any) -> None:
+        raise RuntimeError("the store is not readable yet")
+
+    monkeypatch.setattr(queries, "warm_reads", broken)
+    with TestClient(create_app(runtime), base_url=LOCAL) as client:
+        assert client.get("/health").status_code == 200

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from domain.errors import SessionNotFound
+from domain.errors import SessionNotFound, StaleVersion
 from projections.rebuild import rebuild_and_compare
 from service.erasure import Eraser
 from service.runtime import Runtime
@@ -117,6 +117,30 @@ def test_another_process_forgets_the_erased_session(rt: Runtime, store_url: str)
             other.rendered(str(a))
         assert marker not in json.dumps(other.rendered(str(b)))
         assert marker not in json.dumps(other.head_commit(str(b)))
+    finally:
+        other.close()
+    assert rebuild_and_compare(store_url)["identical"] is True
+
+
+@pytest.mark.parametrize("expected_version", [None, 2])
+def test_a_write_that_loses_to_an_erasure_stores_nothing_and_says_why(
+    rt: Runtime, store_url: str, expected_version: int | None
+) -> None:
+    """The erasure's record is the session's next event: a writer in another process
+    whose save collides with it is told the session is gone (404) or, if it named the
+    version it expected, that it is stale (409, and a reload is a 404), never a 500."""
+    a, _ = rt.app.start_session("t")
+    rt.app.append_node(a, role="user", input="hello")
+    other = Runtime(store_url)
+    try:
+        other.app.session(str(a))  # cached there
+        # as if the erasure committed between that process's fast-forward and its save
+        other.app.repository.fastforward = False
+        Eraser(rt).erase(str(a), "test")
+        told = SessionNotFound if expected_version is None else StaleVersion
+        with pytest.raises(told):
+            other.app.append_node(a, role="user", input="again",
+                                  expected_version=expected_version)  # fmt: skip
     finally:
         other.close()
     assert rebuild_and_compare(store_url)["identical"] is True
