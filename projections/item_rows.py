@@ -99,24 +99,32 @@ def stored_item(item: Item, texts_of: TextsOf) -> dict[str, Any]:
 
 def splice(text: object, source: str) -> list[Any] | None:
     """``text`` as ``[head, tail, middle]``: ``source``'s first ``head`` and last ``tail``
-    characters around ``middle``, when that spares at least ``SPLICE_MIN`` of them."""
+    characters around ``middle``, when that spares at least ``SPLICE_MIN`` of them.
+
+    Only slices as long as ``text`` are compared, never a copy of ``source``:
+    a capped result is a few kB of a node's text that may run to megabytes.
+    """
     if not isinstance(text, str) or len(text) < SPLICE_MIN or len(source) < SPLICE_MIN:
         return None
-    head = _common(text, source, lambda s, n: s[:n])
+    half = SPLICE_MIN // 2  # head + tail >= SPLICE_MIN: one of them is at least half of it
+    if text[:half] != source[:half] and text[-half:] != source[-half:]:
+        return None  # a stub, a placeholder: most rewrites, told apart in two comparisons
+    head = _common(min(len(text), len(source)), lambda n: text[:n] == source[:n])
     room = min(len(text), len(source)) - head  # a tail must not reuse the head's characters
-    tail = _common(text[head:], source[head:], lambda s, n: s[len(s) - n :], room)
+    tail = _common(room, lambda n: text[len(text) - n :] == source[len(source) - n :])
     if head + tail < SPLICE_MIN:
         return None
     return [head, tail, text[head : len(text) - tail]]
 
 
-def _common(a: str, b: str, end: Callable[[str, int], str], limit: int | None = None) -> int:
-    """The length of the longest ``end`` (prefix or suffix) ``a`` and ``b`` share:
-    a binary search of slice comparisons, not a loop over characters."""
-    low, high = 0, min(len(a), len(b)) if limit is None else limit
+def _common(limit: int, shared: Callable[[int], bool]) -> int:
+    """The largest ``n`` up to ``limit`` for which ``shared(n)`` (a prefix or a suffix of
+    that length is the same in both texts): a binary search of slice comparisons, not a
+    loop over characters."""
+    low, high = 0, limit
     while low < high:
         mid = (low + high + 1) // 2
-        if end(a, mid) == end(b, mid):
+        if shared(mid):
             low = mid
         else:
             high = mid - 1
