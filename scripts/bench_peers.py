@@ -73,7 +73,8 @@ if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared_tiktoken.is_dir():
 # -- measuring ------------------------------------------------------------------------------
 
 
-COLD_STARTS = 3  # fresh starts of each system, their first reads' median
+COLD_STARTS = 5  # fresh starts of each system, their first reads' median
+COLD_SETTLE = 1.0  # seconds of quiet before each fresh start
 
 
 @dataclass
@@ -261,14 +262,25 @@ async def run(args: argparse.Namespace) -> str:
                 size = pg_bytes(dbs[name]) - base[name]
             f.storage = size / turns * 1000 / 1e6
         colds: dict[str, list[float]] = {name: [] for name in figs}
-        for _ in range(COLD_STARTS):  # one start is one sample: the median of a few, in turn
-            colds["sdk"].append(sdk_cold(sdk, sids["sdk"][0])[0])
-            colds["lg"].append(lg_cold(lg, sids["lg"][0]))
-            for name, ctx in ctxs.items():
-                ctx.stop()
-                colds[name].append(await ctx_cold(ctx, sids[name][0]))
+        for ctx in ctxs.values():
+            ctx.stop()
+        systems = ["sdk", "lg", *ctxs]
+        for start in range(COLD_STARTS):  # one start is one sample: the median of a few
+            # in turn, each system first in some rounds: whatever the start just before
+            # leaves running (a process exiting) must not always slow the same one
+            for name in systems[start % len(systems) :] + systems[: start % len(systems)]:
+                time.sleep(COLD_SETTLE)  # what the last one left (its exit, its writes) settles
+                if name == "sdk":
+                    colds[name].append(sdk_cold(sdk, sids[name][0])[0])
+                elif name == "lg":
+                    colds[name].append(lg_cold(lg, sids[name][0]))
+                else:
+                    colds[name].append(await ctx_cold(ctxs[name], sids[name][0]))
+                    ctxs[name].stop()
         for name, values in colds.items():
             figs[name].cold = pct(values, 0.5)
+        for ctx in ctxs.values():
+            ctx.start()
         await lg.open()
         await throughput(ctxs, sdk, lg, args.clients, args.tp_turns, figs)
         if args.store == "sqlite":
