@@ -16,7 +16,7 @@ from domain.working_context import WorkingContext
 from projections.dag_index import DagIndex
 from projections.expansion import rebase_items
 from projections.item_rows import items_from_rows, node_texts
-from projections.records import CommitMeta
+from projections.records import CommitMeta, NodeRow
 
 RowLoader = Callable[[str], list[dict[str, Any]]]
 
@@ -48,9 +48,8 @@ class CommitLookup:
         if ctx is not None:
             return [item.copy() for item in ctx.ordered()] if copies else list(ctx.ordered())
         meta = self.commits[commit_id]
-        session_id = meta.session_id
         return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id,
-                               lambda ref: self.dag.find(session_id, ref))  # fmt: skip
+                               self.nodes_in(meta.session_id))  # fmt: skip
 
     def items_as(self, commit_id: str, session_id: str) -> list[Item]:
         """A commit's items named as ``session_id`` names nodes (``rebase_items``)."""
@@ -60,14 +59,17 @@ class CommitLookup:
             return items
         return rebase_items(self.dag, items, meta.session_id, session_id)
 
-    def texts_in(self, session_id: str) -> Callable[[str], Natural | None]:
-        """A node's own texts, which stored items refer to instead of copying.
+    def nodes_in(self, session_id: str) -> Callable[[str], NodeRow | None]:
+        """The node a stored item of ``session_id`` names, as that session names it
+        (``DagIndex.find``): its own id, or another lineage's node key."""
+        return lambda ref: self.dag.find(session_id, ref)
 
-        An item names its node as the commit's session does (``DagIndex.find``).
-        """
+    def texts_in(self, session_id: str) -> Callable[[str], Natural | None]:
+        """A node's own texts, which stored items refer to instead of copying."""
+        node_of = self.nodes_in(session_id)
 
         def texts_of(ref: str) -> Natural | None:
-            node = self.dag.find(session_id, ref)
+            node = node_of(ref)
             return node_texts(node) if node is not None else None
 
         return texts_of

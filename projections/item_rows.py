@@ -24,7 +24,7 @@ from domain.context import ITEM_FIELDS, Item, Natural
 from domain.node_text import node_blocks, text_of
 from domain.node_text import node_texts as natural_texts
 from projections.packed_text import unpack
-from projections.records import NodeRow, StoredNodeRow
+from projections.records import NodeRow
 
 # What an item of a node shows as it first appears, or None when the node is unknown.
 TextsOf = Callable[[str], "Natural | None"]
@@ -63,7 +63,7 @@ def node_call(node: NodeRow) -> str | None:
         return node.texts.call
     if node.role != "tool":
         return None
-    stored = node.stored_input() if isinstance(node, StoredNodeRow) else None
+    stored = node.stored_input()
     if stored is not None and stored.startswith("{"):
         return stored
     return text_of(node.input)
@@ -109,8 +109,9 @@ def splice(text: object, source: str) -> list[Any] | None:
     half = SPLICE_MIN // 2  # head + tail >= SPLICE_MIN: one of them is at least half of it
     if text[:half] != source[:half] and text[-half:] != source[-half:]:
         return None  # a stub, a placeholder: most rewrites, told apart in two comparisons
-    head = _common(min(len(text), len(source)), lambda n: text[:n] == source[:n])
-    room = min(len(text), len(source)) - head  # a tail must not reuse the head's characters
+    shorter = min(len(text), len(source))
+    head = _common(shorter, lambda n: text[:n] == source[:n])
+    room = shorter - head  # a tail must not reuse the head's characters
     tail = _common(room, lambda n: text[len(text) - n :] == source[len(source) - n :])
     if head + tail < SPLICE_MIN:
         return None

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from domain import errors
 from domain.budget import Budget
@@ -62,10 +62,16 @@ def commit_row(store: ProjectionStore, commit_id: str) -> tuple[Any, str | None]
     """A commit's stored row (None if there is none) and its declared tools' JSON."""
     with store.engine.connect() as conn:
         row = conn.execute(select(t.commits).where(t.commits.c.commit_id == commit_id)).first()
-        tools = conn.execute(select(t.tool_sets.c.tools)
-                             .where(t.tool_sets.c.tools_key == row.tools)).scalar() if (
-            row is not None and row.tools) else None  # fmt: skip
+        tools = _tools(conn, row.tools) if row is not None and row.tools else None
     return row, tools
+
+
+def _tools(conn: Connection, key: str) -> str | None:
+    """The declared tools' JSON a commit names by ``key`` (``ctx_tool_sets``)."""
+    found: str | None = conn.execute(
+        select(t.tool_sets.c.tools).where(t.tool_sets.c.tools_key == key)
+    ).scalar()
+    return found
 
 
 def warm_reads(store: ProjectionStore) -> None:
@@ -80,9 +86,9 @@ def warm_reads(store: ProjectionStore) -> None:
     rows.node_rows([nothing])
     rows.commit_metas([nothing])
     store.commit_rows(nothing)
-    with store.engine.connect() as conn:  # the tools' query, which only a found commit runs
-        conn.execute(select(t.tool_sets.c.tools).where(t.tool_sets.c.tools_key == nothing))
     commit_row(store, nothing)
+    with store.engine.connect() as conn:  # which commit_row runs only for a commit it found
+        _tools(conn, nothing)
 
 
 def head_commit(projector: Projector, store: ProjectionStore, session_id: str) -> ContextCommit:

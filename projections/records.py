@@ -57,6 +57,11 @@ class NodeRow:
     def key(self) -> str:
         return node_key(self.session_id, self.node_id)
 
+    def stored_input(self) -> str | None:
+        """The input's stored JSON text while it is not decoded yet: None for a node
+        built from its event (``StoredNodeRow`` says otherwise)."""
+        return None
+
     def to_row(self) -> dict[str, Any]:
         return {
             "node_id": self.node_id, "session_id": self.session_id, "seq": self.seq,
