@@ -8,6 +8,7 @@ closed at shutdown (``uvicorn api.app:create_app --factory`` still works).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -43,6 +44,8 @@ from api.stream_watcher import StreamWatcher
 from service.api_keys import KeyStore
 from service.runtime import Runtime
 from telemetry import exposition, logs, probes, tracing
+
+log = logging.getLogger("ctxstore.api")
 
 
 async def openapi_json(request: Request) -> Response:
@@ -88,6 +91,10 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         probes.warm()
         runtime.warm_reads()
+        try:  # the loopback check's answer, asked before a request must (issue 29)
+            keys.warm()
+        except Exception:  # a head start only, as warm_reads: the first request asks again
+            log.warning("asking whether any API key exists failed", exc_info=True)
         if lane is not None:
             lane.start()
         try:
@@ -100,6 +107,7 @@ def create_app(
             exposition.process_exited(os.getpid())
             tracing.shutdown()
 
+    keys = KeyStore(runtime.store.engine)
     routes = [Route(ep.route, ep.handler, methods=[ep.method]) for ep in ENDPOINTS]
     routes += [*routes_ui.ROUTES, Route("/metrics", routes_ops.metrics, methods=["GET"])]
     laned = [] if lane is None else [Middleware(LargeBodyLane, lane=lane, routes=routes,
@@ -117,7 +125,7 @@ def create_app(
             *browser_middleware(browser, routes),
             Middleware(
                 AuthMiddleware,
-                keys=KeyStore(runtime.store.engine),
+                keys=keys,
                 forwarded_secret=lane_secret,
                 metrics_access=ops.metrics_access,
                 metrics_scope=ops.metrics_scope,

@@ -24,7 +24,7 @@ from domain.context import ITEM_FIELDS, Item, Natural
 from domain.node_text import node_blocks, text_of
 from domain.node_text import node_texts as natural_texts
 from projections.packed_text import unpack
-from projections.records import NodeRow
+from projections.records import NodeRow, parent_ids_of
 
 # What an item of a node shows as it first appears, or None when the node is unknown.
 TextsOf = Callable[[str], "Natural | None"]
@@ -174,10 +174,13 @@ def items_from_rows(rows: list[dict[str, Any]], target: str, node_of: NodeOf) ->
         chain.append(row)
         if row["is_checkpoint"]:
             break
-        cursor = json.loads(row["parent_ids"])[0]
+        cursor = parent_ids_of(row["parent_ids"])[0]
+    chain.reverse()
+    # one parse for the whole chain: a delta is small, and hundreds of them were
+    # parsed one call each (issue 29)
+    payloads = json.loads("[" + ",".join(unpack(row["items"]) for row in chain) + "]")
     items: dict[str, dict[str, Any]] = {}
-    for row in reversed(chain):
-        payload = json.loads(unpack(row["items"]))
+    for row, payload in zip(chain, payloads, strict=True):
         if row["is_checkpoint"]:
             items = {raw["item_id"]: raw for raw in payload}
             continue

@@ -23,7 +23,7 @@ from projections import tracking
 from projections.partitions import Partitioner
 from projections.projector import Projector
 from projections.records import NodeRow, SessionRow, node_key
-from projections.session_rows import SessionRows
+from projections.session_rows import META_COLUMNS, SessionRows
 from projections.store import ProjectionStore
 from projections.working_set import meta_of
 
@@ -119,9 +119,9 @@ def _load(part: Part, projector: Projector, conn: Connection, split: bool) -> No
         if node_key(row.session_id, row.node_id) not in projector.dag.nodes:
             projector.dag.add(NodeRow.from_row(row))
     for row in part.store.rows_after(t.commits, since, conn):
-        raw = dict(row._mapping)
-        projector.commits[raw["commit_id"]] = meta_of(raw)
-        projector.latest_commit[(raw["session_id"], raw["head_node_id"])] = raw["commit_id"]
+        meta = meta_of([row._mapping[name] for name in META_COLUMNS])
+        projector.commits[meta.commit_id] = meta
+        projector.latest_commit[(meta.session_id, meta.head_node_id)] = meta.commit_id
 
 
 def _load_working_set(part: Part, projector: Projector, since: int, split: bool) -> None:

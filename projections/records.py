@@ -191,6 +191,17 @@ class SessionRow:
         )  # fmt: skip
 
 
+def parent_ids_of(text: str) -> list[str]:
+    """``json.loads`` of a commit row's ``parent_ids``: the usual single parent without the
+    parser (commit ids are hex: no quote, no escape), as a cold read reads one for every
+    commit of a session (issue 29)."""
+    inner = text[2:-2]
+    if text[:2] == '["' and text[-2:] == '"]' and '"' not in inner and "\\" not in inner:
+        return [inner]
+    parents: list[str] = json.loads(text)
+    return parents
+
+
 @dataclass
 class CommitMeta:
     commit_id: str

@@ -20,10 +20,11 @@ CHUNK = 500  # session ids per IN (...) list
 
 # what a commit's metadata holds (``working_set.meta_of``): a cold read loads every
 # commit of a session, and each further column cost it per row (issue 29)
-_META = [t.commits.c[name] for name in (
+META_COLUMNS = (
     "commit_id", "session_id", "parent_ids", "head_node_id", "checkpoint_id", "delta_count",
     "notification_id", "summary_request", "total_tokens", "over_window", "rules_version",
-)]  # fmt: skip
+)  # fmt: skip
+_META = [t.commits.c[name] for name in META_COLUMNS]
 
 
 class SessionRows:
@@ -58,12 +59,14 @@ class SessionRows:
                 )
                 if self.before is not None:
                     query = query.where(c.notification_id < self.before)
-                out.extend(conn.execute(query.order_by(c.notification_id)))
+                out.extend(conn.execute(query.order_by(c.notification_id)).all())
         return out
 
-    def commit_metas(self, session_ids: list[str], after: int = 0) -> list[dict[str, Any]]:
+    def commit_metas(self, session_ids: list[str], after: int = 0) -> list[Any]:
+        """The sessions' commits' metadata rows, their columns in ``META_COLUMNS``'s order
+        (``working_set.meta_of``)."""
         c = t.commits.c
-        out: list[dict[str, Any]] = []
+        out: list[Any] = []
         with self._connection() as conn:
             for start in range(0, len(session_ids), CHUNK):
                 query = select(*_META).where(
@@ -71,9 +74,7 @@ class SessionRows:
                 )
                 if self.before is not None:
                     query = query.where(c.notification_id < self.before)
-                found = conn.execute(query.order_by(c.notification_id))
-                names = list(found.keys())
-                out.extend(dict(zip(names, r, strict=True)) for r in found)
+                out.extend(conn.execute(query.order_by(c.notification_id)).all())
         return out
 
     def node_counts(self, after: int, partition: int | None = None) -> dict[str, int]:

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from domain.store_config import WORKING_SET
-from projections.records import CommitMeta, NodeRow, key_session
+from projections.records import CommitMeta, NodeRow, key_session, parent_ids_of
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -63,7 +63,7 @@ class RowSource(Protocol):
 
     def node_rows(self, session_ids: list[str]) -> Iterable[Any]: ...
 
-    def commit_metas(self, session_ids: list[str]) -> Iterable[dict[str, Any]]: ...
+    def commit_metas(self, session_ids: list[str]) -> Iterable[Sequence[Any]]: ...
 
 
 class Holder(Protocol):
@@ -175,14 +175,14 @@ class WorkingSet:
         return sum(self.loaded.values())
 
 
-def meta_of(row: dict[str, Any]) -> CommitMeta:
-    """A commit's metadata from its stored row (the ``items`` column is not needed)."""
+def meta_of(row: Sequence[Any]) -> CommitMeta:
+    """A commit's metadata from its stored columns, in ``session_rows.META_COLUMNS``'s
+    order (the ``items`` column is not needed).  A cold read makes one for every
+    commit of the session, so the usual single parent is read without the parser."""
+    (commit_id, session_id, parents, head, checkpoint, deltas, notification, request,
+     tokens, over, rules) = row  # fmt: skip
     return CommitMeta(
-        row["commit_id"], row["session_id"], json.loads(row["parent_ids"]),
-        row["head_node_id"], row["checkpoint_id"], row["delta_count"],
-        row["notification_id"],
-        json.loads(row["summary_request"]) if row["summary_request"] else None,
-        row["total_tokens"],
-        json.loads(row["over_window"]) if row.get("over_window") else None,
-        row["rules_version"],
+        commit_id, session_id, parent_ids_of(parents), head, checkpoint, deltas, notification,
+        json.loads(request) if request else None, tokens,
+        json.loads(over) if over else None, rules,
     )  # fmt: skip

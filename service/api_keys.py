@@ -139,8 +139,18 @@ class KeyStore:
         now = time.monotonic()
         if now < self._none_until:
             return False
-        with self.engine.connect() as conn:
-            count = conn.execute(select(func.count()).select_from(api_keys)).scalar_one()
-        self._any = bool(count)
+        self._any = self._count() > 0
         self._none_until = now + NO_KEY_RECHECK
         return self._any
+
+    def warm(self) -> None:
+        """Ask once as a server starts, keeping no answer: the statement compiled before
+        the first request (issue 29), and a key created before that request still
+        counts for it, as if this had not run."""
+        if self._count() > 0:
+            self._any = True  # "yes" never goes back (revoked keys count)
+
+    def _count(self) -> int:
+        with self.engine.connect() as conn:
+            count: int = conn.execute(select(func.count()).select_from(api_keys)).scalar_one()
+        return count

@@ -19,6 +19,7 @@ from domain.rules.redact import blank, mask, mask_json
 from domain.tool_specs import recall_listed
 from projections import queries as q
 from projections import session_queries as sq
+from projections.backlog import backlog
 from projections.explain import explain
 from projections.recall import recall
 from projections.session_queries import SessionKey
@@ -26,6 +27,7 @@ from service.runtime_core import RuntimeCore
 from telemetry import probes, tracing
 
 RENDER_CACHE = 256
+WARM_BACKLOG = 1_000  # events a server catches up as it starts (``warm_reads``)
 
 
 NEXT_CAP = 1_000  # characters of a hit's following node: its answer, not a transcript
@@ -86,11 +88,21 @@ class Queries(RuntimeCore):
 
     def warm_reads(self) -> None:
         """What a server runs as it starts, so its first read is not also its slowest:
-        every shape's renderer imported, a cold read's statements compiled.  Only a
-        head start: whatever fails here is logged, and the first read says it again."""
+        every shape's renderer imported, a cold read's statements compiled, and, when
+        at most ``WARM_BACKLOG`` events wait, the projections caught up.
+
+        Catching up builds each partition's projector (its tracking rows, which
+        sessions it holds, the catch-up's own statements): on PostgreSQL that was
+        half of a fresh server's first read (issue 29).  A longer backlog (the
+        replay after a revision that empties the projections) is left to the
+        first read, as before, so ``/health`` still answers at once.  Only a head
+        start: whatever fails here is logged, and the first read says it again."""
         try:
             load_shapes()
             q.warm_reads(self.store)
+            waiting = backlog(self.processor, cap=WARM_BACKLOG + 1)
+            if max(waiting.values(), default=0) <= WARM_BACKLOG:
+                self.catch_up()
         except Exception:  # never keep a server from starting (/health, DELETE) over it
             log.warning("warming the read path failed", exc_info=True)
 

@@ -97,6 +97,19 @@ def test_a_store_without_keys_refuses_other_addresses(runtime: Any) -> None:
         assert remote.get("/health").status_code == 200
 
 
+def test_warming_the_key_check_keeps_no_answer(runtime: Any) -> None:
+    """A server asks whether any key exists as it starts (``KeyStore.warm``, issue 29);
+    a key created between that and the first request still closes loopback access,
+    as it did before the server asked early."""
+    keys = KeyStore(runtime.store.engine)
+    keys.warm()
+    keys.create("acme", "admin")
+    assert keys.any_created()
+    later = KeyStore(runtime.store.engine)
+    later.warm()  # a key exists: that answer is kept, as ``any_created`` keeps it
+    assert later._any
+
+
 # ------------------------------------------------------------------- 401
 
 

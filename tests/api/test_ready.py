@@ -9,7 +9,9 @@ from starlette.testclient import TestClient
 from api.app import create_app
 from api.routes_ops import Operations
 from domain import commands
+from projections.backlog import backlog
 from projections.migrate import downgrade, upgrade
+from service import runtime_queries
 from tests.api.conftest import LOCAL
 
 
@@ -58,3 +60,32 @@ def test_a_server_whose_warm_up_fails_still_starts(runtime: Any, monkeypatch: An
     monkeypatch.setattr(queries, "warm_reads", broken)
     with TestClient(create_app(runtime), base_url=LOCAL) as client:
         assert client.get("/health").status_code == 200
+
+
+def _unprojected(runtime: Any, events: int) -> None:
+    """Events stored, not projected: another process wrote them, nobody caught up."""
+    sid, _ = commands.handle(runtime.app, commands.StartSession(title="t"))
+    for i in range(events - 1):
+        commands.handle(runtime.app, commands.AppendNode(
+            session_id=sid, node={"role": "user", "output": f"n{i}"}))  # fmt: skip
+
+
+def test_a_server_starts_caught_up_when_little_waits(runtime: Any) -> None:
+    """A short backlog is projected as the server starts (``Runtime.warm_reads``), so its
+    first read does not also build the projector (issue 29)."""
+    _unprojected(runtime, 4)
+    assert max(backlog(runtime.processor).values()) == 4
+    with TestClient(create_app(runtime), base_url=LOCAL):
+        assert max(backlog(runtime.processor).values()) == 0
+
+
+def test_a_long_backlog_is_left_to_the_first_read(runtime: Any, monkeypatch: Any) -> None:
+    """A replay (after a revision that empties the projections) must not keep ``/health``
+    from answering: past ``WARM_BACKLOG`` events, start-up projects nothing."""
+    monkeypatch.setattr(runtime_queries, "WARM_BACKLOG", 3)
+    _unprojected(runtime, 4)
+    with TestClient(create_app(runtime), base_url=LOCAL) as client:
+        assert max(backlog(runtime.processor).values()) == 4
+        assert client.get("/health").status_code == 200
+        assert client.get("/sessions").status_code == 200  # a read still catches up
+        assert max(backlog(runtime.processor).values()) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import fields
 from typing import Any
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from projections import tables as t
 from projections.item_rows import node_call, node_texts
 from projections.packed_text import stored
-from projections.records import NodeRow, StoredNodeRow
+from projections.records import NodeRow, StoredNodeRow, parent_ids_of
 
 texts = st.text(max_size=300)
 values = st.one_of(
@@ -61,3 +62,14 @@ def test_a_stub_needs_nothing_of_the_content() -> None:
     assert type(loaded.__dict__["output"]).__name__ == "_Stored", "not decoded"
     assert loaded.output == "x" * 10_000
     assert loaded.__dict__["output"] == "x" * 10_000, "decoded once, then kept"
+
+
+hex_ids = st.from_regex(r"[0-9a-f]{32}", fullmatch=True)
+
+
+@given(parents=st.lists(st.one_of(st.text(max_size=40), hex_ids), max_size=3))
+def test_parent_ids_read_as_json_reads_them(parents: list[str]) -> None:
+    """The single-parent shortcut (``parent_ids_of``) answers what the parser would, for any
+    list of strings as the commits table stores it, quotes and escapes included."""
+    for text in (json.dumps(parents), json.dumps(parents, ensure_ascii=False)):
+        assert parent_ids_of(text) == json.loads(text) == parents
