@@ -52,6 +52,10 @@ class SessionRows:
     def node_rows(self, session_ids: list[str], after: int = 0) -> list[Any]:
         c = t.nodes.c
         out: list[Any] = []
+        # One session's nodes come in the order of its events: the (session, seq)
+        # index's own order, read without sorting the rows (a cold read, issue 29).
+        # Several sessions' interleave as they were projected.
+        order = (c.session_id, c.seq) if len(session_ids) == 1 else (c.notification_id,)
         with self._connection() as conn:
             for start in range(0, len(session_ids), CHUNK):
                 query = select(t.nodes).where(
@@ -59,7 +63,7 @@ class SessionRows:
                 )
                 if self.before is not None:
                     query = query.where(c.notification_id < self.before)
-                out.extend(conn.execute(query.order_by(c.notification_id)).all())
+                out.extend(conn.execute(query.order_by(*order)).all())
         return out
 
     def commit_metas(self, session_ids: list[str], after: int = 0) -> list[Any]:

@@ -317,3 +317,19 @@ def test_the_working_set_is_the_process_budget_whatever_the_partitions(
         assert held <= partitions * (share + 4)
     finally:
         reader.close()
+
+
+def test_one_sessions_nodes_come_in_the_order_they_were_projected(store_url: str) -> None:
+    """A session loaded alone is read in its events' order (``seq``, its index's order,
+    issue 29): the order in which they were projected, as a read of several gives it."""
+    rt = Runtime(store_url)
+    try:
+        sessions = busy_store(rt)
+        rows = SessionRows(rt.store)
+        together = rows.node_rows(sessions)
+        for sid in sessions:
+            alone = [(r.session_id, r.node_id) for r in rows.node_rows([sid])]
+            assert alone == [(r.session_id, r.node_id) for r in together if r.session_id == sid]
+            assert len(alone) > 0
+    finally:
+        rt.close()
