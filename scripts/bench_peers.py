@@ -73,8 +73,16 @@ if not os.environ.get("TIKTOKEN_CACHE_DIR") and _shared_tiktoken.is_dir():
 # -- measuring ------------------------------------------------------------------------------
 
 
-COLD_STARTS = 5  # fresh starts of each system, their first reads' median
+# Rounds of fresh starts, every system once a round, each first in as many rounds as the
+# others: the cold figure is the median of their first reads.  Five starts left the
+# ratio swinging between 2.0x and 2.5x from one run to the next on the same code.
+COLD_ROUNDS = 3
 COLD_SETTLE = 1.0  # seconds of quiet before each fresh start
+
+
+def cold_starts(systems: int) -> int:
+    """Fresh starts of each system: ``COLD_ROUNDS``, each of the systems first as often."""
+    return COLD_ROUNDS * systems
 
 
 @dataclass
@@ -209,7 +217,7 @@ def table(figs: dict[str, Figures], store: str) -> str:
     out.append(row("feed p99, last tenth of turns (ms)", lambda f: pct(f.feed_late, 0.99) * ms))
     out.append(row("throughput, 8 clients (turns/s)", lambda f: f.throughput))
     out.append(row("storage per 1,000 turns (MB)", lambda f: f.storage))
-    cold = f"cold first read after start, median of {COLD_STARTS} (ms)"
+    cold = f"cold first read after start, median of {cold_starts(len(figs))} (ms)"
     out.append(row(cold, lambda f: f.cold * ms))
     return "\n".join(out)
 
@@ -265,7 +273,7 @@ async def run(args: argparse.Namespace) -> str:
         for ctx in ctxs.values():
             ctx.stop()
         systems = ["sdk", "lg", *ctxs]
-        for start in range(COLD_STARTS):  # one start is one sample: the median of a few
+        for start in range(cold_starts(len(systems))):  # one sample each: their median
             # in turn, each system first in some rounds: whatever the start just before
             # leaves running (a process exiting) must not always slow the same one
             for name in systems[start % len(systems) :] + systems[: start % len(systems)]:
