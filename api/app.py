@@ -8,8 +8,10 @@ closed at shutdown (``uvicorn api.app:create_app --factory`` still works).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -46,6 +48,7 @@ from service.runtime import Runtime
 from telemetry import exposition, logs, probes, tracing
 
 log = logging.getLogger("ctxstore.api")
+WARM_UP_WAIT = 30.0  # seconds a stopping server waits for its start-up catch-up
 
 
 async def openapi_json(request: Request) -> Response:
@@ -91,6 +94,11 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         probes.warm()
         runtime.warm_reads()
+        # beside the first requests, not before /health (Runtime.warm_projection)
+        warming = threading.Thread(target=runtime.warm_projection, name="ctxstore-warm-up",
+                                   daemon=True)  # fmt: skip
+        app.state.warming = warming
+        warming.start()
         try:  # the loopback check's answer, asked before a request must (issue 29)
             keys.warm()
         except Exception:  # a head start only, as warm_reads: the first request asks again
@@ -100,6 +108,7 @@ def create_app(
         try:
             yield
         finally:
+            await asyncio.to_thread(warming.join, WARM_UP_WAIT)  # before the store closes
             if lane is not None:
                 await lane.close()
             if owned:

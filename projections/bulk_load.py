@@ -5,11 +5,12 @@ on the bet that young objects die young.  A cold read disproves the bet:
 loading a 300-turn session makes tens of thousands of objects (nodes, commit
 metadata, items) that all live on, and each pass walks them again to learn
 it (gen-0 and gen-1 passes were 3-4 ms of a 40 ms first read, issue 29).
-So the collector is paused while rows are turned into objects, and resumed
-as it was: nothing is freed later than it would be by reference counting,
-and a cycle made meanwhile waits only for the next pass.  ``gc.disable`` is
-process-wide: a thread that allocates meanwhile is not collected either, for
-those few milliseconds.  Where the collector was off already, it stays off.
+So the collector is paused while rows already read are turned into objects
+(never across a query, which may wait on a lock), and resumed as it was:
+nothing is freed later than it would be by reference counting, and a cycle
+made meanwhile waits only for the next pass.  ``gc.disable`` is process-wide:
+a thread that allocates meanwhile is not collected either, for those few
+milliseconds.  Where the collector was off already, it stays off.
 """
 
 from __future__ import annotations

@@ -49,9 +49,9 @@ class CommitLookup:
         if ctx is not None:
             return [item.copy() for item in ctx.ordered()] if copies else list(ctx.ordered())
         meta = self.commits[commit_id]
+        rows = self.rows_for(meta.checkpoint_id)
         with collector_paused():  # a commit's items, and the texts they decode (bulk_load)
-            return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id,
-                                   self.nodes_in(meta.session_id))  # fmt: skip
+            return items_from_rows(rows, commit_id, self.nodes_in(meta.session_id))
 
     def items_as(self, commit_id: str, session_id: str) -> list[Item]:
         """A commit's items named as ``session_id`` names nodes (``rebase_items``)."""

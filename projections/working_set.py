@@ -100,11 +100,13 @@ class WorkingSet:
         try:
             held = 0
             self.loaded[session_id] = 0
+            rows = self.source.node_rows([session_id])
+            metas = self.source.commit_metas([session_id])
             with collector_paused():  # every object made here lives on (bulk_load)
-                for row in self.source.node_rows([session_id]):
+                for row in rows:
                     self.holder.hold_node(NodeRow.from_row(row))
                     held += 1
-                for meta in self.source.commit_metas([session_id]):
+                for meta in metas:
                     self.holder.hold_commit(meta_of(meta))
             self.loaded[session_id] = held
         except BaseException:

@@ -19,7 +19,6 @@ from domain.rules.redact import blank, mask, mask_json
 from domain.tool_specs import recall_listed
 from projections import queries as q
 from projections import session_queries as sq
-from projections.backlog import backlog
 from projections.explain import explain
 from projections.recall import recall
 from projections.session_queries import SessionKey
@@ -88,23 +87,35 @@ class Queries(RuntimeCore):
 
     def warm_reads(self) -> None:
         """What a server runs as it starts, so its first read is not also its slowest:
-        every shape's renderer imported, a cold read's statements compiled, and, when
-        at most ``WARM_BACKLOG`` events wait, the projections caught up.
-
-        Catching up builds each partition's projector (its tracking rows, which
-        sessions it holds, the catch-up's own statements): on PostgreSQL that was
-        half of a fresh server's first read (issue 29).  A longer backlog (the
-        replay after a revision that empties the projections) is left to the
-        first read, as before, so ``/health`` still answers at once.  Only a head
-        start: whatever fails here is logged, and the first read says it again."""
+        every shape's renderer imported, a cold read's statements compiled.  Only a
+        head start: whatever fails here is logged, and the first read says it again."""
         try:
             load_shapes()
             q.warm_reads(self.store)
-            waiting = backlog(self.processor, cap=WARM_BACKLOG + 1)
-            if max(waiting.values(), default=0) <= WARM_BACKLOG:
-                self.catch_up()
         except Exception:  # never keep a server from starting (/health, DELETE) over it
             log.warning("warming the read path failed", exc_info=True)
+
+    def warm_projection(self) -> None:
+        """Catch up as a server starts, when at most ``WARM_BACKLOG`` events follow the
+        furthest-behind partition's position (one query each for the two numbers).
+
+        Catching up builds each partition's projector (its tracking rows, which
+        sessions it holds, the catch-up's own statements): on PostgreSQL that was
+        half of a fresh server's first read (issue 29).  A server runs this beside
+        its first requests, not before ``/health`` answers: a store's size, or an
+        erasure in another process holding every partition's lock, must not delay
+        start-up.  A longer log tail (the replay after a revision that empties the
+        projections) is left to the reads and workers, as before.  Only a head
+        start: whatever fails is logged, and the next catch-up tries again."""
+        try:
+            head = self.app.recorder.max_notification_id() or 0
+            positions = self.store.positions()
+            lowest = min((positions.get(p, 0) for p in range(self.processor.partitions)),
+                         default=0)  # fmt: skip
+            if head - lowest <= WARM_BACKLOG:
+                self.catch_up()
+        except Exception:
+            log.warning("catching up at start failed", exc_info=True)
 
     def rendered(self, session_id: str, shape: str = "neutral",
                  commit_id: str | None = None, cache: bool = False,

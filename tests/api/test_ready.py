@@ -70,22 +70,41 @@ def _unprojected(runtime: Any, events: int) -> None:
             session_id=sid, node={"role": "user", "output": f"n{i}"}))  # fmt: skip
 
 
-def test_a_server_starts_caught_up_when_little_waits(runtime: Any) -> None:
-    """A short backlog is projected as the server starts (``Runtime.warm_reads``), so its
-    first read does not also build the projector (issue 29)."""
+def test_a_server_catches_up_as_it_starts_when_little_waits(runtime: Any) -> None:
+    """A short backlog is projected as the server starts (``Runtime.warm_projection``,
+    beside its first requests), so its first read does not also build the projector
+    (issue 29)."""
     _unprojected(runtime, 4)
     assert max(backlog(runtime.processor).values()) == 4
-    with TestClient(create_app(runtime), base_url=LOCAL):
+    app = create_app(runtime)
+    with TestClient(app, base_url=LOCAL):
+        app.state.warming.join()
         assert max(backlog(runtime.processor).values()) == 0
 
 
-def test_a_long_backlog_is_left_to_the_first_read(runtime: Any, monkeypatch: Any) -> None:
-    """A replay (after a revision that empties the projections) must not keep ``/health``
-    from answering: past ``WARM_BACKLOG`` events, start-up projects nothing."""
+def test_a_long_backlog_is_left_to_the_reads(runtime: Any, monkeypatch: Any) -> None:
+    """A replay (after a revision that empties the projections) is not started by a
+    server's start: past ``WARM_BACKLOG`` events, start-up projects nothing."""
     monkeypatch.setattr(runtime_queries, "WARM_BACKLOG", 3)
     _unprojected(runtime, 4)
-    with TestClient(create_app(runtime), base_url=LOCAL) as client:
+    app = create_app(runtime)
+    with TestClient(app, base_url=LOCAL) as client:
+        app.state.warming.join()
         assert max(backlog(runtime.processor).values()) == 4
         assert client.get("/health").status_code == 200
         assert client.get("/sessions").status_code == 200  # a read still catches up
         assert max(backlog(runtime.processor).values()) == 0
+
+
+def test_a_failed_catch_up_at_start_leaves_the_server_up(runtime: Any, monkeypatch: Any) -> None:
+    """Like warming the reads, the start-up catch-up is only a head start."""
+
+    def broken(*args: Any, **kwargs: Any) -> int:
+        raise RuntimeError("the tracking rows are locked")
+
+    _unprojected(runtime, 2)
+    monkeypatch.setattr(runtime, "catch_up", broken)
+    app = create_app(runtime)
+    with TestClient(app, base_url=LOCAL) as client:
+        app.state.warming.join()
+        assert client.get("/health").status_code == 200
