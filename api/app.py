@@ -48,6 +48,11 @@ from service.runtime import Runtime
 from telemetry import exposition, logs, probes, tracing
 
 log = logging.getLogger("ctxstore.api")
+# Seconds a starting server waits for its catch-up (Runtime.warm_projection) before it
+# answers: a first read that ran beside it shared the interpreter with it, and was
+# slower for it (issue 29).  A large store, or an erasure in another process holding
+# the partitions' locks, must not hold start-up longer than this.
+WARM_UP_HEAD_START = 2.0
 WARM_UP_WAIT = 30.0  # seconds a stopping server waits for its start-up catch-up
 
 
@@ -94,11 +99,13 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         probes.warm()
         runtime.warm_reads()
-        # beside the first requests, not before /health (Runtime.warm_projection)
+        # Done before /health answers, unless it takes longer than WARM_UP_HEAD_START:
+        # then it goes on beside the first requests (Runtime.warm_projection).
         warming = threading.Thread(target=runtime.warm_projection, name="ctxstore-warm-up",
                                    daemon=True)  # fmt: skip
         app.state.warming = warming
         warming.start()
+        await asyncio.to_thread(warming.join, WARM_UP_HEAD_START)
         try:  # the loopback check's answer, asked before a request must (issue 29)
             keys.warm()
         except Exception:  # a head start only, as warm_reads: the first request asks again

@@ -13,7 +13,6 @@ from typing import Any
 
 from domain.context import Item, Natural
 from domain.working_context import WorkingContext
-from projections.bulk_load import collector_paused
 from projections.dag_index import DagIndex
 from projections.expansion import rebase_items
 from projections.item_rows import items_from_rows, node_texts
@@ -49,9 +48,8 @@ class CommitLookup:
         if ctx is not None:
             return [item.copy() for item in ctx.ordered()] if copies else list(ctx.ordered())
         meta = self.commits[commit_id]
-        rows = self.rows_for(meta.checkpoint_id)
-        with collector_paused():  # a commit's items, and the texts they decode (bulk_load)
-            return items_from_rows(rows, commit_id, self.nodes_in(meta.session_id))
+        return items_from_rows(self.rows_for(meta.checkpoint_id), commit_id,
+                               self.nodes_in(meta.session_id))  # fmt: skip
 
     def items_as(self, commit_id: str, session_id: str) -> list[Item]:
         """A commit's items named as ``session_id`` names nodes (``rebase_items``)."""

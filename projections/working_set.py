@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from domain.store_config import WORKING_SET
-from projections.bulk_load import collector_paused
 from projections.records import CommitMeta, NodeRow, key_session, parent_ids_of
 
 K = TypeVar("K")
@@ -100,14 +99,11 @@ class WorkingSet:
         try:
             held = 0
             self.loaded[session_id] = 0
-            rows = self.source.node_rows([session_id])
-            metas = self.source.commit_metas([session_id])
-            with collector_paused():  # every object made here lives on (bulk_load)
-                for row in rows:
-                    self.holder.hold_node(NodeRow.from_row(row))
-                    held += 1
-                for meta in metas:
-                    self.holder.hold_commit(meta_of(meta))
+            for row in self.source.node_rows([session_id]):
+                self.holder.hold_node(NodeRow.from_row(row))
+                held += 1
+            for meta in self.source.commit_metas([session_id]):
+                self.holder.hold_commit(meta_of(meta))
             self.loaded[session_id] = held
         except BaseException:
             # half a session held as if whole would answer wrongly from then on:

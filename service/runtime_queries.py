@@ -101,12 +101,13 @@ class Queries(RuntimeCore):
 
         Catching up builds each partition's projector (its tracking rows, which
         sessions it holds, the catch-up's own statements): on PostgreSQL that was
-        half of a fresh server's first read (issue 29).  A server runs this beside
-        its first requests, not before ``/health`` answers: a store's size, or an
-        erasure in another process holding every partition's lock, must not delay
-        start-up.  A longer log tail (the replay after a revision that empties the
-        projections) is left to the reads and workers, as before.  Only a head
-        start: whatever fails is logged, and the next catch-up tries again."""
+        half of a fresh server's first read (issue 29).  A server runs it on a
+        thread and waits for it only so long (``api.app.WARM_UP_HEAD_START``): a
+        large store, or an erasure in another process holding every partition's
+        lock, must not hold start-up.  A longer log tail (the replay after a
+        revision that empties the projections) is left to the reads and workers,
+        as before.  Only a head start: whatever fails is logged, and the next
+        catch-up tries again."""
         try:
             head = self.app.recorder.max_notification_id() or 0
             positions = self.store.positions()

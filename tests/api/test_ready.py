@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from starlette.testclient import TestClient
@@ -108,3 +109,21 @@ def test_a_failed_catch_up_at_start_leaves_the_server_up(runtime: Any, monkeypat
     with TestClient(app, base_url=LOCAL) as client:
         app.state.warming.join()
         assert client.get("/health").status_code == 200
+
+
+def test_a_slow_catch_up_at_start_does_not_hold_health(runtime: Any, monkeypatch: Any) -> None:
+    """Past ``WARM_UP_HEAD_START`` (a large store, another process's erasure holding the
+    locks) the start-up catch-up goes on beside the requests: ``/health`` answers while
+    it still waits."""
+    import api.app as app_module
+
+    release, held_up = threading.Event(), []
+    monkeypatch.setattr(app_module, "WARM_UP_HEAD_START", 0.05)
+    monkeypatch.setattr(runtime, "warm_projection",
+                        lambda: held_up.append(not release.wait(30)))  # fmt: skip
+    app = create_app(runtime)
+    with TestClient(app, base_url=LOCAL) as client:
+        assert client.get("/health").status_code == 200
+        release.set()  # only now: health answered while the catch-up was held up
+        app.state.warming.join()
+    assert held_up == [False], "the catch-up waited for the test, not for its timeout"
