@@ -9,7 +9,6 @@ closed at shutdown (``uvicorn api.app:create_app --factory`` still works).
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import threading
 from collections.abc import AsyncIterator
@@ -47,7 +46,6 @@ from service.api_keys import KeyStore
 from service.runtime import Runtime
 from telemetry import exposition, logs, probes, tracing
 
-log = logging.getLogger("ctxstore.api")
 # Seconds a starting server waits for its catch-up (Runtime.warm_projection) before it
 # answers: a first read that ran beside it shared the interpreter with it, and was
 # slower for it (issue 29).  A large store, or an erasure in another process holding
@@ -106,10 +104,7 @@ def create_app(
         app.state.warming = warming
         warming.start()
         await asyncio.to_thread(warming.join, WARM_UP_HEAD_START)
-        try:  # the loopback check's answer, asked before a request must (issue 29)
-            keys.warm()
-        except Exception:  # a head start only, as warm_reads: the first request asks again
-            log.warning("asking whether any API key exists failed", exc_info=True)
+        keys.warm()  # the loopback check's statement, run before a request must
         if lane is not None:
             lane.start()
         try:

@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from scripts.coding_workload import workload
+from scripts.peer_probes import PG_ADMIN, ctx_cold, pg_create, pg_drop
 from scripts.peer_systems import Ctx
 
-PG = os.environ.get("CTXSTORE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+ORIGINAL, COPY = "ctx_cold_main", "ctx_cold_base"  # PostgreSQL databases
 
 
 async def fill(ctx: Ctx, sessions: int, turns: int) -> list[str]:
@@ -46,36 +45,30 @@ async def fill(ctx: Ctx, sessions: int, turns: int) -> list[str]:
 
 
 async def first_read(ctx: Ctx, sid: str) -> float:
-    ctx.start()
+    """``peer_probes.ctx_cold``, the server stopped after it."""
     try:
-        async with ctx.client() as client:
-            t0 = time.perf_counter()
-            await ctx.feed(client, sid)
-            return time.perf_counter() - t0
+        return await ctx_cold(ctx, sid)
     finally:
         ctx.stop()
 
 
-def psql(sql: str) -> None:
-    subprocess.run(["psql", PG, "-q", "-c", sql], check=True, capture_output=True)
-
-
 def stores(args: argparse.Namespace, work: Path) -> tuple[str, str]:
-    """The store this tree writes, and a copy of it for the base tree."""
+    """The store this tree writes, and where the base tree's copy of it goes."""
     if args.store == "sqlite":
         return f"sqlite:///{work}/main.db", f"sqlite:///{work}/base.db"
-    base = PG.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
-    for name in ("ctx_cold_main", "ctx_cold_base"):
-        psql(f"DROP DATABASE IF EXISTS {name}")
-    psql("CREATE DATABASE ctx_cold_main")
-    return f"{base}/ctx_cold_main", f"{base}/ctx_cold_base"
+    pg_drop(COPY)
+    url = pg_create(ORIGINAL)[0]
+    return url, url.rsplit("/", 1)[0] + f"/{COPY}"
 
 
 def copy_store(args: argparse.Namespace, work: Path) -> None:
     if args.store == "sqlite":
         shutil.copy(work / "main.db", work / "base.db")
-    else:
-        psql("CREATE DATABASE ctx_cold_base TEMPLATE ctx_cold_main")
+        return
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{COPY}" TEMPLATE "{ORIGINAL}"')
 
 
 async def main() -> None:
@@ -111,8 +104,8 @@ async def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if args.store == "pg":
-            for name in ("ctx_cold_main", "ctx_cold_base"):
-                psql(f"DROP DATABASE IF EXISTS {name}")
+            pg_drop(ORIGINAL)
+            pg_drop(COPY)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ Scopes are ordered: ``read`` (queries), ``write`` (queries and commands),
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import time
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from sqlalchemy import Column, Engine, Float, MetaData, String, Table, func, sel
 from domain import errors
 from domain.tenancy import check_tenant
 
+log = logging.getLogger("ctxstore.keys")
 SCOPES = ("read", "write", "admin")  # each includes the ones before it
 PREFIX = "ctx_"  # so a leaked secret is recognisable (and redactable) as ours
 
@@ -146,9 +148,13 @@ class KeyStore:
     def warm(self) -> None:
         """Ask once as a server starts, keeping no answer: the statement compiled before
         the first request (issue 29), and a key created before that request still
-        counts for it, as if this had not run."""
-        if self._count() > 0:
-            self._any = True  # "yes" never goes back (revoked keys count)
+        counts for it, as if this had not run.  Only a head start, as
+        ``Runtime.warm_reads``: a failure is logged, and the first request asks again."""
+        try:
+            if self._count() > 0:
+                self._any = True  # "yes" never goes back (revoked keys count)
+        except Exception:
+            log.warning("asking whether any API key exists failed", exc_info=True)
 
     def _count(self) -> int:
         with self.engine.connect() as conn:

@@ -26,7 +26,7 @@ from service.runtime_core import RuntimeCore
 from telemetry import probes, tracing
 
 RENDER_CACHE = 256
-WARM_BACKLOG = 1_000  # events a server catches up as it starts (``warm_reads``)
+WARM_BACKLOG = 1_000  # events a server catches up as it starts (``warm_projection``)
 
 
 NEXT_CAP = 1_000  # characters of a hit's following node: its answer, not a transcript

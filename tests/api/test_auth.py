@@ -110,6 +110,16 @@ def test_warming_the_key_check_keeps_no_answer(runtime: Any) -> None:
     assert later._any
 
 
+def test_a_key_store_it_cannot_read_yet_still_starts(tmp_path: Any, caplog: Any) -> None:
+    """Warming is a head start only: a store it cannot read is logged, not raised, and
+    the first request asks again."""
+    from sqlalchemy import create_engine
+
+    unreadable = KeyStore(create_engine(f"sqlite:///{tmp_path}/missing/dir/keys.db"))
+    unreadable.warm()
+    assert "any API key exists failed" in caplog.text
+
+
 # ------------------------------------------------------------------- 401
 
 
