@@ -13,6 +13,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 from starlette.applications import Starlette
@@ -33,17 +35,26 @@ async def _echo(request: Request) -> JSONResponse:
 app = Starlette(routes=[Route("/health", _echo), Route("/x", _echo, methods=["GET", "POST"])])
 
 
-async def floor_figures(turns: int) -> tuple[float, float]:
-    """p50 seconds of a ``POST`` of each turn's body and of a ``GET``, over ``turns`` turns."""
+@contextmanager
+def floor_server() -> Iterator[str]:
+    """The bare app on the same ``uvicorn`` and flags as ctxstore's server; yields its URL."""
     port = free_port()
     cmd = [sys.executable, "-m", "uvicorn", "scripts.http_floor:app", "--host", "127.0.0.1",
            "--port", str(port), "--log-level", "warning", "--no-access-log"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)
-    posts: list[float] = []
-    gets: list[float] = []
     try:
         wait_healthy(f"http://127.0.0.1:{port}", proc)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_server(proc)
+
+
+async def floor_figures(turns: int) -> tuple[float, float]:
+    """p50 seconds of a ``POST`` of each turn's body and of a ``GET``, over ``turns`` turns."""
+    posts: list[float] = []
+    gets: list[float] = []
+    with floor_server() as url:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
             for turn in workload(0, turns):
                 t0 = time.perf_counter()
                 (await client.post("/x", json={"nodes": ctx_nodes(turn)})).raise_for_status()
@@ -51,6 +62,4 @@ async def floor_figures(turns: int) -> tuple[float, float]:
                 (await client.get("/x")).raise_for_status()
                 posts.append(t1 - t0)
                 gets.append(time.perf_counter() - t1)
-    finally:
-        stop_server(proc)
     return sorted(posts)[len(posts) // 2], sorted(gets)[len(gets) // 2]
