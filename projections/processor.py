@@ -190,7 +190,7 @@ class Processor:
         if self.partitions == 1 or projector is None:
             self.catch_up(partition=partition)
             return
-        with self.store.engine.connect() as conn:
+        with self.store.reads.connect() as conn:  # each page one statement
             while True:
                 start = max(projector.position, part.looked) + 1
                 notes = notification_headers(self.app.recorder, conn, start, PAGE)

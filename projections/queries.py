@@ -59,8 +59,12 @@ def load_commit(projector: Projector, store: ProjectionStore, session_id: str,
 
 
 def commit_row(store: ProjectionStore, commit_id: str) -> tuple[Any, str | None]:
-    """A commit's stored row (None if there is none) and its declared tools' JSON."""
-    with store.engine.connect() as conn:
+    """A commit's stored row (None if there is none) and its declared tools' JSON.
+
+    Two statements, each its own snapshot on PostgreSQL (``ProjectionStore.reads``):
+    a tool set's row commits with or before the first commit naming it, and
+    never changes (its key is its content's digest)."""
+    with store.reads.connect() as conn:
         row = conn.execute(select(t.commits).where(t.commits.c.commit_id == commit_id)).first()
         tools = _tools(conn, row.tools) if row is not None and row.tools else None
     return row, tools

@@ -104,6 +104,13 @@ class ProjectionStore:
         if schema is not None:
             self.engine = self.engine.execution_options(schema_translate_map={None: schema})
         self.is_sqlite = self.engine.dialect.name == "sqlite"
+        # Reads that are one statement each, outside any batch: on PostgreSQL in
+        # autocommit, so each is one round trip rather than BEGIN, the query and
+        # ROLLBACK (a render made six where it needed two, issue 29).  A single
+        # statement sees one snapshot either way.  SQLite's BEGIN costs no trip.
+        self.reads = self.engine if self.is_sqlite else self.engine.execution_options(
+            isolation_level="AUTOCOMMIT"
+        )
         self._inserts: dict[str, tuple[str, itemgetter[Any]]] = {}
         # the rules history as last read: its records, and the policies they parse to
         self._rules_read: tuple[tuple[tuple[int, str], ...], list[tuple[int, Policy]]] = ((), [])
@@ -257,7 +264,7 @@ class ProjectionStore:
         ).where(t.commits.c.checkpoint_id == checkpoint_id)  # fmt: skip
         if conn is not None:
             return [dict(r._mapping) for r in conn.execute(query)]
-        with self.engine.connect() as own:
+        with self.reads.connect() as own:
             return [dict(r._mapping) for r in own.execute(query)]
 
     # ----------------------------------------------------------- rules history
