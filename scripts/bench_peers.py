@@ -89,6 +89,7 @@ def cold_starts(systems: int) -> int:
 class Figures:
     append: list[float] = field(default_factory=list)
     feed_late: list[float] = field(default_factory=list)
+    turn_late: list[float] = field(default_factory=list)  # append + feed, the same turn
     turns: int = 0
     throughput: float = 0.0
     storage: float = 0.0
@@ -138,6 +139,7 @@ async def latency(ctxs: dict[str, Ctx], sdk: Sdk, lg: Lg, sessions: int, turns: 
                     figs[system].append.append(t1 - t0)
                     if t >= late:
                         figs[system].feed_late.append(t2 - t1)
+                        figs[system].turn_late.append(t2 - t0)
                     figs[system].turns += 1
             if sdk.pg_url is None:
                 sdk_session.close()
@@ -215,6 +217,8 @@ def table(figs: dict[str, Figures], store: str) -> str:
     out.append(row("append p50 (ms)", lambda f: pct(f.append, 0.5) * ms))
     out.append(row("feed p50, last tenth of turns (ms)", lambda f: pct(f.feed_late, 0.5) * ms))
     out.append(row("feed p99, last tenth of turns (ms)", lambda f: pct(f.feed_late, 0.99) * ms))
+    out.append(row("whole turn (append + feed) p50, last tenth (ms)",
+                   lambda f: pct(f.turn_late, 0.5) * ms))  # fmt: skip
     out.append(row("throughput, 8 clients (turns/s)", lambda f: f.throughput))
     out.append(row("storage per 1,000 turns (MB)", lambda f: f.storage))
     cold = f"cold first read after start, median of {cold_starts(len(figs))} (ms)"
@@ -308,8 +312,9 @@ async def run(args: argparse.Namespace) -> str:
         post, get = await floor_figures(args.turns)
         sdk_append = pct(figs["sdk"].append, 0.5)
         out += (
-            f"\n\nHTTP floor (scripts/http_floor.py: a bare Starlette app on the same uvicorn, "
-            f"the same client): POST of a turn's body p50 {post * 1000:.2f} ms "
+            f"\n\nHTTP floor, back to back (scripts/http_floor.py: a bare Starlette app on the "
+            f"same uvicorn, the same client; interleaved as above, scripts/append_floor.py): "
+            f"POST of a turn's body p50 {post * 1000:.2f} ms "
             f"({ratio(post / sdk_append)} the SDK's append), GET p50 {get * 1000:.2f} ms"
         )
         if not args.no_memory:
