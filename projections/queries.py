@@ -61,9 +61,10 @@ def load_commit(projector: Projector, store: ProjectionStore, session_id: str,
 def commit_row(store: ProjectionStore, commit_id: str) -> tuple[Any, str | None]:
     """A commit's stored row (None if there is none) and its declared tools' JSON.
 
-    Two statements, each its own snapshot on PostgreSQL (``ProjectionStore.reads``):
-    a tool set's row commits with or before the first commit naming it, and
-    never changes (its key is its content's digest)."""
+    Two statements in autocommit on PostgreSQL (``ProjectionStore.reads``), as they
+    were two snapshots under READ COMMITTED before: a tool set's row commits with or
+    before the first commit naming it, is never changed (its key is its content's
+    digest), and is deleted only by an erasure once no commit names it."""
     with store.reads.connect() as conn:
         row = conn.execute(select(t.commits).where(t.commits.c.commit_id == commit_id)).first()
         tools = _tools(conn, row.tools) if row is not None and row.tools else None
@@ -91,7 +92,7 @@ def warm_reads(store: ProjectionStore) -> None:
     rows.commit_metas([nothing])
     store.commit_rows(nothing)
     commit_row(store, nothing)
-    with store.engine.connect() as conn:  # which commit_row runs only for a commit it found
+    with store.reads.connect() as conn:  # which commit_row runs only for a commit it found
         _tools(conn, nothing)
 
 

@@ -105,11 +105,14 @@ class ProjectionStore:
             self.engine = self.engine.execution_options(schema_translate_map={None: schema})
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         # Reads that are one statement each, outside any batch: on PostgreSQL in
-        # autocommit, so each is one round trip rather than BEGIN, the query and
-        # ROLLBACK (a render made six where it needed two, issue 29).  A single
-        # statement sees one snapshot either way.  SQLite's BEGIN costs no trip.
-        self.reads = self.engine if self.is_sqlite else self.engine.execution_options(
-            isolation_level="AUTOCOMMIT"
+        # autocommit, so each sends only the statement, not BEGIN and ROLLBACK around
+        # it (a render's two reads took eight round trips with the pool's ping, now
+        # four; issue 29).  Under READ COMMITTED a statement has a snapshot of its own
+        # either way.  SQLite's BEGIN costs no trip.
+        self.reads = (
+            self.engine
+            if self.is_sqlite
+            else self.engine.execution_options(isolation_level="AUTOCOMMIT")
         )
         self._inserts: dict[str, tuple[str, itemgetter[Any]]] = {}
         # the rules history as last read: its records, and the policies they parse to
