@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 
+from domain.store_config import eventsourcing_env
 from domain.tokens import count_tokens
 from scripts.coding_workload import ctx_nodes, workload
 from scripts.http_floor import floor_server
@@ -47,17 +48,20 @@ FLOOR_DB = "append_floor_events"
 PARTS = ("SDK add_items()", "http", "event write", "token count", "ctxstore append (HTTP)")
 
 
-def recorder(store: str, folder: Path) -> ApplicationRecorder:
-    """eventsourcing's stock recorder, its table created."""
-    if store == "sqlite":
+def recorder(url: str) -> ApplicationRecorder:
+    """eventsourcing's stock recorder on ``url`` (read as ctxstore reads a database URL,
+    ``store_config.eventsourcing_env``), its table created."""
+    env = eventsourcing_env(url)
+    if env["PERSISTENCE_MODULE"] == "eventsourcing.sqlite":
         from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 
-        rec: ApplicationRecorder = SQLiteApplicationRecorder(SQLiteDatastore(str(folder / "ev.db")))
+        rec: ApplicationRecorder = SQLiteApplicationRecorder(SQLiteDatastore(env["SQLITE_DBNAME"]))
     else:
         from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 
-        pg_create(FLOOR_DB)
-        datastore = PostgresDatastore(FLOOR_DB, "127.0.0.1", 5432, "postgres", "")
+        datastore = PostgresDatastore(env["POSTGRES_DBNAME"], env["POSTGRES_HOST"],
+                                      env["POSTGRES_PORT"], env["POSTGRES_USER"],
+                                      env["POSTGRES_PASSWORD"])  # fmt: skip
         rec = PostgresApplicationRecorder(datastore)
     rec.create_table()  # type: ignore[attr-defined]
     return rec
@@ -81,11 +85,12 @@ async def run(store: str, turns: int) -> dict[str, float]:
     times: dict[str, list[float]] = {part: [] for part in PARTS}
     if store == "sqlite":
         sdk, ctx_url = Sdk(folder / "sdk.db", None), f"sqlite:///{folder / 'ctx.db'}"
+        events_url = f"sqlite:///{folder / 'ev.db'}"
     else:
         sdk_url = pg_create("append_floor_sdk")[0]
         sdk = Sdk(None, sdk_url.replace("postgresql://", "postgresql+psycopg://"))
-        ctx_url = pg_create("append_floor_ctx")[0]
-    rec = recorder(store, folder)
+        ctx_url, events_url = pg_create("append_floor_ctx")[0], pg_create(FLOOR_DB)[0]
+    rec = recorder(events_url)
     ctx = Ctx(ctx_url, 1)
     ctx.start()
     try:
